@@ -1,0 +1,97 @@
+"""Model Library Format export without native microTVM.
+
+TVM's own exporter (``tvm/micro/model_library_format.py``) is pure Python but sits in
+``tvm.micro``, whose ``__init__`` refuses to import in this build.  We load that one file
+with ``tvm.micro`` resolved to a stand-in that supplies the two things it asks of
+microTVM: the standalone C runtime folder and the CRT template files.  Both come from
+this project's ``c_runtime/crt`` plus the runtime headers that ship in the TVM wheel.
+
+Then the C libraries of the backends the model was offloaded to are added once, and the
+archive is written atomically (nothing half-written is left on failure).
+"""
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+import tvm
+
+from tvm_extension.uma import C_LIBRARIES, c_library_files
+
+C_RUNTIME = Path(__file__).resolve().parents[2] / "c_runtime"
+CRT_DIR = C_RUNTIME / "crt"
+TVM_ROOT = Path(tvm.__file__).resolve().parent
+TVM_HEADERS = {
+    "tvm/runtime/c_runtime_api.h": TVM_ROOT / "include" / "tvm" / "runtime" / "c_runtime_api.h",
+    "tvm/runtime/c_backend_api.h": TVM_ROOT / "include" / "tvm" / "runtime" / "c_backend_api.h",
+    "dlpack/dlpack.h": TVM_ROOT / "dlpack" / "include" / "dlpack" / "dlpack.h",
+}
+
+
+def _stage_runtime(into: Path) -> Path:
+    """The MLF's ``runtime/`` folder: the headers generated code includes, and our runtime."""
+    for relative, source in TVM_HEADERS.items():
+        target = into / "include" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    shutil.copytree(CRT_DIR / "src", into / "src")
+    return into
+
+
+def _load_tvm_exporter(staging: Path):
+    """TVM's model_library_format module, with tvm.micro replaced while it imports."""
+    path = TVM_ROOT / "micro" / "model_library_format.py"
+    stand_in = types.ModuleType("tvm.micro")
+    stand_in.__path__ = [str(path.parent)]
+    stand_in.get_standalone_crt_dir = lambda: str(_stage_runtime(staging / "runtime"))
+    stand_in.get_microtvm_template_projects = lambda name: str(CRT_DIR)
+    saved = sys.modules.get("tvm.micro")
+    sys.modules["tvm.micro"] = stand_in
+    try:
+        spec = importlib.util.spec_from_file_location("tvm.micro.model_library_format", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if saved is None:
+            sys.modules.pop("tvm.micro", None)
+        else:
+            sys.modules["tvm.micro"] = saved
+    return module
+
+
+def _add_c_libraries(tree: Path):
+    """Copy each backend C library the generated code includes, once, into codegen/host."""
+    sources = sorted((tree / "codegen" / "host" / "src").glob("*.c"))
+    text = "\n".join(p.read_text() for p in sources)
+    folders = {folder for header, folder in C_LIBRARIES.items() if f'#include "{header}"' in text}
+    for folder in sorted(folders):
+        for file in c_library_files(folder):
+            kind = "include" if file.suffix == ".h" else "src"
+            target = tree / "codegen" / "host" / kind / file.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                raise FileExistsError(f"C library file {file.name} clashes with a generated file")
+            shutil.copyfile(file, target)
+
+
+def export_model_library_format(mods, file_name):
+    """Drop-in for ``tvm.micro.export_model_library_format`` (graph and AOT modules)."""
+    file_name = Path(file_name)
+    modules = mods if isinstance(mods, list) else [mods]
+    with tempfile.TemporaryDirectory(prefix="mlf-") as work:
+        work = Path(work)
+        exporter = _load_tvm_exporter(work)
+        tree = work / "tree"
+        tree.mkdir()
+        exporter._export_graph_model_library_format(modules, tree)
+        _add_c_libraries(tree)
+        partial = file_name.with_name(f".{file_name.name}.partial")
+        try:
+            exporter._make_tar(tree, partial, modules)
+            os.replace(partial, file_name)
+        finally:
+            partial.unlink(missing_ok=True)
+    return file_name

@@ -1,0 +1,140 @@
+"""Build an MLF archive into a host program with a C compiler, and run it on numpy arrays.
+
+Only what an MLF holds is used: its generated C, its runtime folder, its metadata, plus
+the project's host harness (``c_runtime/host/mlf_main.c``).
+"""
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+import numpy as np
+
+HARNESS = Path(__file__).resolve().parents[2] / "c_runtime" / "host" / "mlf_main.c"
+
+
+class HostBuildError(Exception):
+    """The MLF could not be built or run on the host (one line for the user)."""
+
+
+@dataclasses.dataclass
+class Tensor:
+    name: str
+    dtype: str
+    size: int  # bytes
+    shape: Tuple[int, ...] = ()
+
+
+@dataclasses.dataclass
+class HostProgram:
+    executable: Path
+    inputs: List[Tensor]
+    outputs: List[Tensor]
+
+    def run(self, inputs: Mapping[str, np.ndarray], repeat: int = 0) -> Tuple[Dict[str, np.ndarray], float]:
+        """Run once on ``inputs`` (by name); returns outputs by name and seconds per run if ``repeat``."""
+        work = self.executable.parent / "io"
+        work.mkdir(exist_ok=True)
+        args = [str(self.executable)] + (["-r", str(repeat)] if repeat else [])
+        for tensor in self.inputs:
+            if tensor.name not in inputs:
+                raise HostBuildError(f"missing input '{tensor.name}' (model inputs: {', '.join(t.name for t in self.inputs)})")
+            array = np.ascontiguousarray(inputs[tensor.name], dtype=tensor.dtype)
+            if array.nbytes != tensor.size:
+                raise HostBuildError(f"input '{tensor.name}' has {array.nbytes} bytes, the model expects {tensor.size}")
+            path = work / f"in{len(args)}.bin"
+            array.tofile(path)
+            args.append(str(path))
+        out_paths = [work / f"out{i}.bin" for i in range(len(self.outputs))]
+        args += [str(p) for p in out_paths]
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise HostBuildError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
+        seconds = 0.0
+        for line in done.stderr.splitlines():
+            if line.startswith("seconds_per_run:"):
+                seconds = float(line.split(":")[1])
+        outputs = {
+            t.name: np.fromfile(p, dtype=t.dtype).reshape(t.shape or (-1,)) for t, p in zip(self.outputs, out_paths)
+        }
+        return outputs, seconds
+
+
+def _c_name(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def _struct_fields(header: str, struct: str) -> List[str]:
+    body = re.search(r"struct\s+%s\s*\{([^}]*)\}" % re.escape(struct), header)
+    return re.findall(r"void\*\s*(\w+)\s*;", body.group(1)) if body else []
+
+
+def _output_shapes(relay_text: str) -> List[Tuple[int, ...]]:
+    """Shapes from the return type of @main in the MLF's Relay source."""
+    signature = re.search(r"def @main\(.*?\)\s*->\s*(.*?)\s*\{\s*$", relay_text, re.MULTILINE | re.DOTALL)
+    if not signature:
+        return []
+    return [
+        tuple(int(d) for d in dims.split(",") if d.strip())
+        for dims, _ in re.findall(r"Tensor\[\(([\d,\s]*)\),\s*(\w+)\]", signature.group(1))
+    ]
+
+
+def _describe(tree: Path) -> Tuple[str, List[Tensor], List[Tensor]]:
+    metadata = json.loads((tree / "metadata.json").read_text())
+    (module_name, module), = metadata["modules"].items()
+    if module["executors"] != ["aot"]:
+        raise HostBuildError("the MLF was not built for the AOT executor: compile with --executor aot")
+    main = module["memory"]["functions"]["main"][0]
+    prefix = f"tvmgen_{module_name}"
+    header_path = tree / "codegen" / "host" / "include" / f"{prefix}.h"
+    if not header_path.exists():
+        raise HostBuildError("the MLF has no C interface header: compile with --executor-aot-interface-api c")
+    header = header_path.read_text()
+
+    def ordered(kind: str, entries: dict) -> List[Tensor]:
+        by_c_name = {_c_name(name): (name, info) for name, info in entries.items()}
+        return [
+            Tensor(by_c_name[f][0], by_c_name[f][1]["dtype"], int(by_c_name[f][1]["size"]))
+            for f in _struct_fields(header, f"{prefix}_{kind}")
+        ]
+
+    inputs, outputs = ordered("inputs", main["inputs"]), ordered("outputs", main["outputs"])
+    relay_file = tree / "src" / f"{module_name}.relay"
+    shapes = _output_shapes(relay_file.read_text()) if relay_file.exists() else []
+    if len(shapes) == len(outputs):
+        for tensor, shape in zip(outputs, shapes):
+            tensor.shape = shape
+    return prefix, inputs, outputs
+
+
+def build(mlf: os.PathLike, work_dir: os.PathLike, cc: str = "gcc", cflags: Sequence[str] = ("-O2",)) -> HostProgram:
+    """Unpack ``mlf`` into ``work_dir`` and compile it with ``cc`` into ``work_dir/model``."""
+    work_dir = Path(work_dir)
+    tree = work_dir / "mlf"
+    tree.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(mlf) as archive:
+            archive.extractall(tree, filter="data")
+    except (OSError, tarfile.TarError) as exc:
+        raise HostBuildError(f"cannot read MLF archive {mlf}: {exc}") from None
+    prefix, inputs, outputs = _describe(tree)
+    sources = sorted((tree / "codegen" / "host" / "src").glob("*.c")) + sorted((tree / "runtime" / "src").glob("*.c"))
+    executable = work_dir / "model"
+    command = [
+        cc, *cflags, "-std=c11", "-o", str(executable),
+        f"-I{tree / 'codegen' / 'host' / 'include'}", f"-I{tree / 'runtime' / 'include'}",
+        f'-DMLF_HEADER="{prefix}.h"', f"-DMLF_PREFIX={prefix}",
+        "-DMLF_INPUT_SIZES=" + ",".join(str(t.size) for t in inputs),
+        "-DMLF_OUTPUT_SIZES=" + ",".join(str(t.size) for t in outputs),
+        str(HARNESS), *map(str, sources), "-lm",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        first_error = next((l for l in done.stderr.splitlines() if "error" in l), done.stderr.strip()[:300])
+        raise HostBuildError(f"{cc} failed to build the MLF: {first_error}")
+    return HostProgram(executable, inputs, outputs)

@@ -1,0 +1,15 @@
+"""UMA without native UMA: registration, lowering and C codegen of UMA backends in Python.
+
+Knows Relay and TIR, nothing of TVMC's command line.
+"""
+from .register import BackendError, configure, register_backend, registered_backends
+from .codegen import C_LIBRARIES, c_library_files
+
+__all__ = [
+    "BackendError",
+    "configure",
+    "register_backend",
+    "registered_backends",
+    "C_LIBRARIES",
+    "c_library_files",
+]

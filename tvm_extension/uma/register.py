@@ -1,0 +1,94 @@
+"""What ``UMABackend.register()`` does natively, done in Python.
+
+The native registration (``relay.backend.contrib.uma.RegisterTarget``) is missing from
+this TVM build, so a backend becomes a classic BYOC external codegen instead:
+
+* its patterns form the pattern table of its target name (for ``partition``);
+* its operator strategies are registered as upstream does;
+* ``relay.ext.<target_name>`` lowers each offloaded function and prints C for it;
+* a pass lifting weights out of offloaded functions runs right after partitioning.
+"""
+from typing import Any, Dict
+
+import tvm
+from tvm import relay
+from tvm.relay.backend.contrib.uma.api.utils import PassPhase
+from tvm.relay.op.contrib.register import register_pattern_table
+from tvm.relay.op.op import register_strategy
+
+from . import codegen, lower
+
+_REGISTERED: Dict[str, Any] = {}
+
+
+class BackendError(Exception):
+    """A backend could not be registered or configured (one line for the user)."""
+
+
+def registered_backends() -> Dict[str, Any]:
+    return dict(_REGISTERED)
+
+
+def _same_backend(a, b) -> bool:
+    return type(a).__module__ == type(b).__module__ and type(a).__qualname__ == type(b).__qualname__
+
+
+def register_backend(backend) -> Any:
+    """Register a UMA backend; returns the registered instance (the first one of its kind)."""
+    name = backend.target_name
+    existing = _REGISTERED.get(name)
+    if existing is not None:
+        if _same_backend(existing, backend):
+            return existing
+        raise BackendError(
+            f"target '{name}' is registered twice, by {type(existing).__module__}.{type(existing).__qualname__} "
+            f"and by {type(backend).__module__}.{type(backend).__qualname__}: rename one of them"
+        )
+    if name in tvm.target.Target.list_kinds():
+        raise BackendError(f"target '{name}' clashes with TVM's own target kind of that name: rename the backend")
+    for attr, default in backend._target_attrs.items():
+        if default is None:
+            raise BackendError(f"target '{name}': attribute '{attr}' has no default (None is not supported)")
+
+    partitioner = backend._relay_to_relay
+    # Pattern predicates look at types: make them available before MergeComposite.
+    partitioner._relay_passes.insert(0, (PassPhase.PRE_PARTITIONING, relay.transform.InferType()))
+    register_pattern_table(name, partitioner._pattern_table)
+    partitioner._relay_passes.append((PassPhase.POST_PARTITIONING_1, lower.lift_constants_pass(name)))
+    for op, strategy, plevel in backend._relay_to_tir._operator_strategies:
+        register_strategy(op, strategy, plevel)
+    tvm._ffi.register_func(
+        f"relay.ext.{name}", lambda func: codegen.compile_function(backend, func), override=True
+    )
+    backend.target_attrs = dict(backend._target_attrs)
+    _REGISTERED[name] = backend
+    return backend
+
+
+def _convert(value, default, name: str, attr: str):
+    if isinstance(default, bool):
+        text = str(value).lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise BackendError(f"target '{name}': attribute '{attr}' expects true or false, got '{value}'")
+    if isinstance(default, int):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise BackendError(f"target '{name}': attribute '{attr}' expects an integer, got '{value}'") from None
+    return str(value)
+
+
+def configure(backend, options: Dict[str, Any]) -> Dict[str, Any]:
+    """Overlay user options on the backend's attribute defaults; sets ``backend.target_attrs``."""
+    name = backend.target_name
+    attrs = dict(backend._target_attrs)
+    for attr, value in options.items():
+        if attr not in attrs:
+            known = ", ".join(sorted(attrs)) or "none"
+            raise BackendError(f"target '{name}' has no attribute '{attr}' (known: {known})")
+        attrs[attr] = _convert(value, attrs[attr], name, attr)
+    backend.target_attrs = attrs
+    return attrs

@@ -1,0 +1,27 @@
+"""UMA backend for the Vanilla accelerator."""
+from tvm.relay.backend.contrib.uma.api.utils import PassPhase
+from tvm.relay.backend.contrib.uma.backend import UMABackend
+
+from .codegen import gen_includes
+from .passes import VanillaAcceleratorConv2DPass
+from .patterns import conv2d_pattern, conv2d_supported
+
+
+class VanillaAcceleratorBackend(UMABackend):
+    """UMA backend for VanillaAccelerator."""
+
+    def __init__(self):
+        super().__init__()
+        # The MAC array's window buffer holds kernels up to this size.
+        self._register_target_attr("max_kernel_size", default=7)
+        self._register_pattern("conv2d", conv2d_pattern(), self._offloadable)
+        self._register_tir_pass(PassPhase.TIR_PHASE_0, VanillaAcceleratorConv2DPass())
+        self._register_codegen(fmt="c", includes=gen_includes)
+
+    def _offloadable(self, conv) -> bool:
+        attrs = getattr(self, "target_attrs", self._target_attrs)
+        return conv2d_supported(conv, int(attrs["max_kernel_size"]))
+
+    @property
+    def target_name(self):
+        return "vanilla_accelerator"

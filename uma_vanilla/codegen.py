@@ -1,0 +1,12 @@
+"""C code put in front of every function offloaded to Vanilla: the kernel library's header.
+
+The absolute path names the library; the framework packages the header's folder once
+into the output and rewrites the include to the bare file name.
+"""
+import pathlib
+
+KERNEL_DIR = pathlib.Path(__file__).resolve().parent.parent / "c_runtime" / "vanilla"
+
+
+def gen_includes() -> str:
+    return f'#include "{KERNEL_DIR / "vanilla_accelerator.h"}"\n'
