@@ -1,0 +1,109 @@
+"""Patching TVM's own tvmc, once, right after ``tvm.driver.tvmc`` is imported.
+
+Nothing in TVM's files changes; the functions TVMC looks up at call time are wrapped:
+
+* ``main._main``: two-phase argument handling and one-line errors for extension problems;
+* ``composite_target.get_codegen_*``: the merged codegen registry;
+* ``target.generate_target_args`` / ``reconstruct_target_args``: extension target attributes;
+* ``target.target_from_cli``: unknown-target check and the automatic host target;
+* ``model.export_model_library_format``: MLF export without native microTVM.
+"""
+import functools
+import sys
+
+from tvm_extension import api, uma
+from tvm_extension.mlf.export import export_model_library_format
+
+from . import arguments, registry
+
+_installed = False
+
+
+def _extension_backends():
+    return [entry["backend"] for entry in registry.EXTENSION_CODEGENS.values()]
+
+
+def install(tvmc):
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    from tvm.driver.tvmc import autotuner, compiler, composite_target, main, model, target
+    from tvm.target import Target
+
+    builtin = list(composite_target.REGISTERED_CODEGEN)
+    names, by_target = registry.merge_into(composite_target)
+    composite_target.get_codegen_names = names
+    composite_target.get_codegen_by_target = by_target
+    target.get_codegen_names = names
+    target.get_codegen_by_target = by_target
+
+    original_generate = target.generate_target_args
+    original_reconstruct = target.reconstruct_target_args
+    original_from_cli = target.target_from_cli
+
+    @functools.wraps(original_generate)
+    def generate_target_args(parser):
+        original_generate(parser)
+        arguments.add_target_attr_args(parser, _extension_backends())
+
+    @functools.wraps(original_reconstruct)
+    def reconstruct_target_args(args):
+        options = original_reconstruct(args)
+        options.update(arguments.read_target_attr_args(args, _extension_backends()))
+        return options
+
+    @functools.wraps(original_from_cli)
+    def target_from_cli(target_text, additional_target_options=None):
+        if isinstance(target_text, str) and target_text.strip() and not _is_file_or_json(target, target_text):
+            try:
+                target_text = arguments.complete_target(
+                    target_text, Target.list_kinds(), names(), list(registry.EXTENSION_CODEGENS)
+                )
+            except LookupError as err:
+                raise tvmc.TVMCException(str(err)) from None
+            except ValueError:
+                pass  # TVMC reports malformed strings itself
+        return original_from_cli(target_text, additional_target_options)
+
+    for module in (target, compiler, autotuner):
+        module.generate_target_args = generate_target_args
+        module.reconstruct_target_args = reconstruct_target_args
+        module.target_from_cli = target_from_cli
+
+    if model.export_model_library_format is None:
+        model.export_model_library_format = export_model_library_format
+
+    main.register_parser(_document_extension_flag)
+    main._main = _two_phase_main(main._main, builtin, tvmc)
+
+
+def _is_file_or_json(target_module, text):
+    import os  # pylint: disable=import-outside-toplevel
+
+    return os.path.isfile(text) or target_module.is_inline_json(text)
+
+
+def _document_extension_flag(subparsers, main_parser, _json_params):
+    """Show the extension flag in ``tvmc --help`` and ``tvmc compile --help`` (it is parsed earlier)."""
+    help_text = (
+        "folder holding a tvm_extension package to load UMA backends from (repeatable; "
+        f"also from ${api.ENV_VAR}, PYTHONPATH and installed packages)"
+    )
+    for parser in [main_parser] + [p for n, p in subparsers.choices.items() if n in ("compile", "tune")]:
+        parser.add_argument(arguments.EXTENSION_FLAGS[0], metavar="PATH", action="append", help=help_text)
+
+
+def _two_phase_main(original_main, builtin, tvmc):
+    @functools.wraps(original_main)
+    def _main(argv):
+        try:
+            argv, paths = arguments.split_extension_args(argv)
+            registry.load_extensions(paths, builtin)
+        except (ValueError, api.ExtensionError, uma.BackendError) as err:
+            sys.stderr.write(f"Error: {err}\n")
+            return 4
+        argv = arguments.with_embedded_defaults(argv, list(registry.EXTENSION_CODEGENS))
+        return original_main(argv)
+
+    return _main

@@ -1,0 +1,129 @@
+"""The merged codegen registry: TVMC's built-in composite targets plus extension backends.
+
+TVMC looks codegens up through ``get_codegen_names`` / ``get_codegen_by_target``; both
+are replaced by versions that also see every registered UMA backend, whose pipeline is
+``backend.partition`` behind the target attributes the user gave.
+"""
+import logging
+import re
+import sys
+from typing import Dict, Iterable
+
+import tvm
+from tvm import relay
+from tvm.relay.expr_functor import ExprMutator
+
+from tvm_extension import api, uma
+
+logger = logging.getLogger("TVMC")
+
+EXTENSION_CODEGENS: Dict[str, dict] = {}
+_loaded_paths = set()
+_implicit_done = False
+
+
+def _rename_partitions(mod: tvm.IRModule, mod_name: str, target_name: str) -> tvm.IRModule:
+    """UMA's partitioner always names functions ``tvmgen_default_*``; follow --module-name."""
+    old = f"tvmgen_default_{target_name}_"
+    new = f"tvmgen_{re.sub(r'[^0-9a-zA-Z_]', '_', mod_name)}_{target_name}_"
+    if old == new:
+        return mod
+    renames = {}
+    for gvar, func in mod.functions.items():
+        if gvar.name_hint.startswith(old):
+            name = new + gvar.name_hint[len(old):]
+            renames[gvar] = (relay.GlobalVar(name), func.with_attr("global_symbol", name))
+    if not renames:
+        return mod
+
+    class _CallRenamed(ExprMutator):
+        def visit_global_var(self, gvar):
+            return renames[gvar][0] if gvar in renames else gvar
+
+    functions = {}
+    for gvar, func in mod.functions.items():
+        if gvar in renames:
+            gvar, func = renames[gvar]
+        functions[gvar] = _CallRenamed().visit(func) if isinstance(func, relay.Function) else func
+    return relay.transform.InferType()(tvm.IRModule(functions, type_definitions=mod.type_definitions))
+
+
+def _pipeline(backend):
+    def partition(mod, params=None, mod_name="default", **options):
+        from tvm.driver.tvmc import TVMCException  # pylint: disable=import-outside-toplevel
+
+        try:
+            uma.configure(backend, options)
+        except uma.BackendError as err:
+            raise TVMCException(str(err)) from None
+        mod = backend.partition(mod, params)
+        return _rename_partitions(mod, mod_name or "default", backend.target_name)
+
+    partition.__name__ = f"partition_for_{backend.target_name}"
+    return partition
+
+
+def add_backend(backend, builtin_names: Iterable[str]):
+    if backend.target_name in builtin_names:
+        raise api.ExtensionError(
+            f"target '{backend.target_name}' clashes with TVMC's built-in codegen of that name: rename the backend"
+        )
+    backend = uma.register_backend(backend)
+    EXTENSION_CODEGENS[backend.target_name] = {
+        "config_key": None,
+        "pass_pipeline": _pipeline(backend),
+        "backend": backend,
+    }
+
+
+def load_extensions(paths: Iterable[str] = (), builtin_names: Iterable[str] = ()):
+    """Discover extensions (explicit paths strictly, the rest best effort) and register their backends.
+
+    Raises ExtensionError / BackendError for problems with what the user named.
+    """
+    global _implicit_done
+    builtin_names = set(builtin_names)
+    new_paths = [p for p in paths if p not in _loaded_paths]
+    if not new_paths and _implicit_done:
+        return
+    found = api.discover(new_paths, python_path=not _implicit_done, entry_points=not _implicit_done)
+    _loaded_paths.update(new_paths)
+    _implicit_done = True
+    for extension in found:
+        if extension.error:
+            sys.stderr.write(f"Warning: {extension.error} (skipped)\n")
+            continue
+        for backend in extension.backends():
+            try:
+                add_backend(backend, builtin_names)
+            except uma.BackendError as err:
+                raise api.ExtensionError(f"{err} (extension {extension.name} from {extension.origin})") from None
+
+
+def merge_into(composite_target):
+    """Replace TVMC's lookups by ones that also see extension backends."""
+    builtin = composite_target.REGISTERED_CODEGEN
+
+    def get_codegen_names():
+        _load_implicit(builtin)
+        return list(builtin) + [n for n in EXTENSION_CODEGENS if n not in builtin]
+
+    def get_codegen_by_target(name):
+        _load_implicit(builtin)
+        if name in builtin:
+            return builtin[name]
+        if name in EXTENSION_CODEGENS:
+            return EXTENSION_CODEGENS[name]
+        raise composite_target.TVMCException(f"Composite target {name} is not defined in TVMC.")
+
+    get_codegen_names.__doc__ = composite_target.get_codegen_names.__doc__
+    get_codegen_by_target.__doc__ = composite_target.get_codegen_by_target.__doc__
+    return get_codegen_names, get_codegen_by_target
+
+
+def _load_implicit(builtin):
+    if not _implicit_done:
+        try:
+            load_extensions((), builtin)
+        except (api.ExtensionError, uma.BackendError) as err:
+            sys.stderr.write(f"Warning: {err}\n")
