@@ -93,7 +93,7 @@ def complete_target(target: str, tvm_kinds: Sequence[str], codegens: Sequence[st
                 f"(extension targets: {known}; load one with --experimental-tvm-extension PATH)"
             )
     if all(name in codegens for name in names):
-        return f"{target},{HOST_TARGET}"
+        return f"{target}, {HOST_TARGET}"  # the space keeps ",c" out of a last option value
     return target
 
 
@@ -107,6 +107,7 @@ def add_target_attr_args(parser, backends):
                 f"--target-{backend.target_name}-{attr}",
                 type=str,
                 default=None,
+                metavar=kind.upper().replace("/", "|"),
                 help=f"target {backend.target_name} {attr} ({kind}, default: {default})",
             )
 

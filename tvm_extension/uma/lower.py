@@ -8,6 +8,8 @@ Two steps, both in Python because this TVM build lacks UMA's C++ half:
 * each offloaded function is lowered through TE to TIR and the backend's TIR passes run
   at the phases it registered them for.
 """
+import logging
+
 import tvm
 from tvm import relay, te
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
@@ -73,9 +75,17 @@ def lift_constants_pass(target_name: str) -> tvm.transform.Pass:
 def lower_to_tir(backend, func: relay.Function) -> tvm.IRModule:
     """Lower one offloaded Relay function to a TIR module with the backend's TIR passes applied."""
     symbol = str(func.attrs["global_symbol"])
-    # Strategies a backend registers dispatch on its name as a target key.
-    with tvm.target.Target(f"c -keys={backend.target_name},cpu"):
-        cached = tvm._ffi.get_global_func("relay.backend.LowerToTE")(func)
+    # Strategies a backend registers dispatch on its name as a target key.  TOPI's
+    # "not optimized for this platform" warning is noise here: the backend's TIR pass
+    # replaces the generic schedule.
+    strategy_log = logging.getLogger("strategy")
+    level = strategy_log.level
+    strategy_log.setLevel(logging.ERROR)
+    try:
+        with tvm.target.Target(f"c -keys={backend.target_name},cpu"):
+            cached = tvm._ffi.get_global_func("relay.backend.LowerToTE")(func)
+    finally:
+        strategy_log.setLevel(level)
     prim_func = te.create_prim_func(list(cached.inputs) + list(cached.outputs))
     prim_func = prim_func.with_attr("global_symbol", symbol)
     prim_func = prim_func.with_attr("relay_attrs", func.attrs)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The main job on the embedded default: compile examples/models/cnn.onnx for the Vanilla
+# accelerator with TVM's own tvmc, build the MLF with gcc, run it and check it.
+#   scripts/demo.sh [MODEL.onnx] [OUT_DIR]
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+MODEL="${1:-$ROOT/examples/models/cnn.onnx}"
+OUT="${2:-$ROOT/out}"
+mkdir -p "$OUT"
+set -x
+tvmc compile --target vanilla_accelerator --experimental-tvm-extension "$ROOT/examples/ext" \
+  "$MODEL" -f mlf -o "$OUT/model.tar"
+python "$ROOT/examples/make_input.py" "$MODEL" "$OUT/input.npz"
+python -m tvm_extension.mlf run "$OUT/model.tar" -i "$OUT/input.npz" -o "$OUT/output.npz"
+python "$ROOT/examples/check_output.py" "$MODEL" "$OUT/input.npz" "$OUT/output.npz" "$OUT/model.tar"

@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Runs the test suite (sets up .venv first): scripts/test.sh [pytest options]
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$ROOT"
+exec python -m pytest "$@"

@@ -1,0 +1,68 @@
+"""Build an MLF on the host and run it on input files.
+
+    python -m tvm_extension.mlf build model.tar -o build/            # -> build/model
+    python -m tvm_extension.mlf run model.tar -i input.npz -o output.npz [--repeat 100]
+
+Inputs are an ``.npz`` keyed by input name, or an ``.npy`` for a one-input model.
+Outputs are written as an ``.npz`` keyed by output name.
+"""
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .host import HostBuildError, build
+
+
+def _read_inputs(path: Path, program):
+    if not path.is_file():
+        raise HostBuildError(f"input file {path} does not exist")
+    if path.suffix == ".npy":
+        if len(program.inputs) != 1:
+            raise HostBuildError(f"the model has {len(program.inputs)} inputs: give an .npz keyed by input name")
+        return {program.inputs[0].name: np.load(path)}
+    with np.load(path) as data:
+        return dict(data)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tvm_extension.mlf", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("build", "run"):
+        cmd = sub.add_parser(name)
+        cmd.add_argument("mlf", type=Path, help="Model Library Format archive (tvmc compile -f mlf)")
+        cmd.add_argument("--cc", default="gcc", help="C compiler (default gcc)")
+        cmd.add_argument("--cflags", default="-O2", help="C compiler flags (default -O2)")
+    sub.choices["build"].add_argument("-o", "--output", type=Path, required=True, help="build folder")
+    run = sub.choices["run"]
+    run.add_argument("-i", "--inputs", type=Path, required=True, help=".npz keyed by input name, or .npy")
+    run.add_argument("-o", "--outputs", type=Path, required=True, help=".npz to write the outputs to")
+    run.add_argument("--repeat", type=int, default=0, help="time this many runs and print seconds per run")
+    args = parser.parse_args(argv)
+    try:
+        if not args.mlf.is_file():
+            raise HostBuildError(f"MLF archive {args.mlf} does not exist")
+        if args.command == "build":
+            program = build(args.mlf, args.output, args.cc, args.cflags.split())
+            print(program.executable)
+            return 0
+        with tempfile.TemporaryDirectory(prefix="mlf-host-") as work:
+            program = build(args.mlf, work, args.cc, args.cflags.split())
+            outputs, seconds = program.run(_read_inputs(args.inputs, program), repeat=args.repeat)
+        partial = args.outputs.with_name(f".{args.outputs.name}.partial.npz")
+        np.savez(partial, **outputs)
+        partial.replace(args.outputs)
+        for name, value in outputs.items():
+            print(f"{name}: shape {tuple(value.shape)} {value.dtype}")
+        if args.repeat:
+            print(f"seconds per run: {seconds:.6f}")
+        return 0
+    except HostBuildError as err:
+        sys.stderr.write(f"Error: {err}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
