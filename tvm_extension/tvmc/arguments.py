@@ -4,8 +4,10 @@
   the extensions are loaded *before* TVMC builds its parsers, so extension targets and
   their ``--target-<name>-<attr>`` options exist when ``--target`` is parsed.
 * Embedded defaults: compiling an extension target to MLF without executor/runtime
-  options gets AOT with the C interface and unpacked API, the CRT runtime, USMP-planned
-  static memory and no vectorisation; whatever the user passes wins.
+  options gets AOT with the C interface and unpacked API (statically planned memory), the
+  CRT runtime and no vectorisation; whatever the user passes wins, except what cannot
+  work: offloaded functions are plain C functions, so only the AOT executor with the
+  unpacked API and the MLF output can call them.
 * Target strings: unknown names fail in one line, and a string naming only extension
   targets gets TVM's ``c`` target appended (``vanilla_accelerator`` -> ``vanilla_accelerator,c``).
 """
@@ -60,7 +62,7 @@ def with_embedded_defaults(argv: List[str], extension_targets: Sequence[str]) ->
         return argv
     target = _option_value(argv, "--target")
     output_format = _option_value(argv, "--output-format", "-f")
-    if output_format != "mlf" or not target:
+    if not target:
         return argv
     try:
         names = target_names(target)
@@ -68,16 +70,25 @@ def with_embedded_defaults(argv: List[str], extension_targets: Sequence[str]) ->
         return argv
     if not any(n in extension_targets for n in names):
         return argv
-    extra = []
-    if not _has_option(argv, "--executor"):
-        extra += ["--executor=aot", "--executor-aot-interface-api=c", "--executor-aot-unpacked-api=1"]
+    if output_format != "mlf":
+        raise ValueError("extension targets compile to Model Library Format: add -f mlf")
+    executor = _option_value(argv, "--executor")
+    unpacked = _option_value(argv, "--executor-aot-unpacked-api")
+    if executor not in (None, "aot") or (unpacked is not None and unpacked.lower() in ("0", "false")):
+        raise ValueError(
+            "extension targets need the AOT executor with the unpacked API: "
+            "drop --executor/--executor-aot-unpacked-api or use --executor aot --executor-aot-unpacked-api 1"
+        )
+    extra = [] if executor else ["--executor=aot"]
+    if not _has_option(argv, "--executor-aot-interface-api"):
+        extra += ["--executor-aot-interface-api=c"]
+    if unpacked is None:
+        extra += ["--executor-aot-unpacked-api=1"]
     if not _has_option(argv, "--runtime"):
         extra += ["--runtime=crt"]
     configs = " ".join(a for a in argv if a.startswith("tir.") or a.startswith("--pass-config="))
     if "tir.disable_vectorize" not in configs:
         extra += ["--pass-config=tir.disable_vectorize=1"]
-    if "tir.usmp.enable" not in configs:
-        extra += ["--pass-config=tir.usmp.enable=1"]
     at = argv.index("compile") + 1
     return argv[:at] + extra + argv[at:]
 

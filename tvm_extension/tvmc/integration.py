@@ -100,10 +100,10 @@ def _two_phase_main(original_main, builtin, tvmc):
         try:
             argv, paths = arguments.split_extension_args(argv)
             registry.load_extensions(paths, builtin)
+            argv = arguments.with_embedded_defaults(argv, list(registry.EXTENSION_CODEGENS))
         except (ValueError, api.ExtensionError, uma.BackendError) as err:
             sys.stderr.write(f"Error: {err}\n")
             return 4
-        argv = arguments.with_embedded_defaults(argv, list(registry.EXTENSION_CODEGENS))
         return original_main(argv)
 
     return _main

@@ -1,0 +1,81 @@
+"""Shared fixtures: running TVM's own tvmc, the example models, references."""
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+VANILLA_EXT = EXAMPLES / "ext"
+MODELS = EXAMPLES / "models"
+BIN = Path(sys.executable).parent
+sys.path.insert(0, str(EXAMPLES))
+
+
+def run_tvmc(*args, cwd=None, env=None, module=False):
+    """TVM's own tvmc console script (or ``python -m tvm.driver.tvmc``) in a subprocess."""
+    command = [sys.executable, "-m", "tvm.driver.tvmc"] if module else [str(BIN / "tvmc")]
+    full_env = dict(os.environ)
+    full_env.pop("TVM_EXTENSION_PATH", None)
+    full_env.update(env or {})
+    return subprocess.run(
+        command + [str(a) for a in args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=900
+    )
+
+
+def assert_one_line_error(done, *fragments):
+    """A user error: non-zero exit, one line on stderr naming the problem, no traceback."""
+    assert done.returncode != 0, done.stdout + done.stderr
+    lines = [l for l in done.stderr.splitlines() if l.strip() and not l.startswith("WARNING:")]
+    assert "Traceback" not in done.stderr, done.stderr
+    assert len(lines) == 1, done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def mlf_sources(archive_path):
+    """{member name: text} of the generated and library C in an MLF."""
+    with tarfile.open(archive_path) as archive:
+        return {
+            m.name: archive.extractfile(m).read().decode()
+            for m in archive.getmembers()
+            if m.isfile() and m.name.startswith("./codegen/host/") and m.name.endswith((".c", ".h"))
+        }
+
+
+def kernel_calls(archive_path, kernel="vanilla_conv2dnchw"):
+    return sum(len(re.findall(rf"= {kernel}\(", text)) for text in mlf_sources(archive_path).values())
+
+
+@pytest.fixture
+def tvmc():
+    return run_tvmc
+
+
+def onnx_reference(model_path, inputs):
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator(str(model_path)).run(None, inputs)
+
+
+def tvm_cpu_reference(model_path, inputs):
+    """TVM's own CPU build (llvm, x86-64, graph executor) of the same ONNX model."""
+    import onnx
+    import tvm
+    from tvm import relay
+    from tvm.contrib import graph_executor
+
+    shapes = {name: value.shape for name, value in inputs.items()}
+    mod, params = relay.frontend.from_onnx(onnx.load(str(model_path)), shapes)
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm -mtriple=x86_64-linux-gnu", params=params)
+    runtime = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    runtime.set_input(**inputs)
+    runtime.run()
+    return [runtime.get_output(i).numpy() for i in range(runtime.get_num_outputs())]

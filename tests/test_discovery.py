@@ -1,0 +1,90 @@
+"""Finding extensions: explicit paths, the environment variable, PYTHONPATH; and their errors."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import VANILLA_EXT
+from tvm_extension import api
+
+EXTENSION_SOURCE = """
+from tvm_extension.api import TVMExtension
+
+class {cls}(TVMExtension):
+    def uma_backends(self):
+        return ["{cls}-backend"]
+"""
+
+
+def make_extension(root, package, cls, source=EXTENSION_SOURCE):
+    folder = root / "tvm_extension" / package
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(textwrap.dedent(source.format(cls=cls)))
+    return root
+
+
+def test_explicit_path_loads_and_leaves_sys_path_alone(tmp_path):
+    make_extension(tmp_path, "probe_explicit", "ExplicitExt")
+    before = list(sys.path)
+    found = api.discover([str(tmp_path)], environ={}, python_path=False, entry_points=False)
+    assert sys.path == before
+    assert [(e.name, e.origin) for e in found] == [
+        ("tvm_extension.probe_explicit:ExplicitExt", f"path {tmp_path}")
+    ]
+    assert found[0].backends() == ["ExplicitExt-backend"]
+
+
+def test_environment_variable_holds_several_folders(tmp_path):
+    a = make_extension(tmp_path / "a", "probe_env_a", "EnvA")
+    b = make_extension(tmp_path / "b", "probe_env_b", "EnvB")
+    found = api.discover([], environ={api.ENV_VAR: f"{a}{os.pathsep}{b}"}, python_path=False, entry_points=False)
+    assert [e.name.split(":")[1] for e in found] == ["EnvA", "EnvB"]
+    assert all(e.origin == f"environment {api.ENV_VAR}" for e in found)
+
+
+def test_portion_on_pythonpath_is_found_without_flags(tmp_path):
+    make_extension(tmp_path, "probe_pp", "PythonPathExt")
+    script = (
+        "from tvm_extension import api\n"
+        "for e in api.discover([], environ={}, entry_points=False):\n"
+        "    print(e.name, '|', e.origin)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert f"tvm_extension.probe_pp:PythonPathExt | python path {tmp_path}" in done.stdout
+    # The framework's own subpackages are never taken for extensions.
+    assert "tvm_extension.api" not in done.stdout and "tvm_extension.tvmc" not in done.stdout
+
+
+def test_vanilla_example_extension():
+    found = api.discover([str(VANILLA_EXT)], environ={}, python_path=False, entry_points=False)
+    (extension,) = found
+    assert [b.target_name for b in extension.backends()] == ["vanilla_accelerator"]
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises(api.ExtensionError, match="does not exist"):
+        api.discover([str(tmp_path / "nope")], environ={}, python_path=False, entry_points=False)
+
+
+def test_folder_without_package(tmp_path):
+    with pytest.raises(api.ExtensionError, match="holds no 'tvm_extension' package"):
+        api.discover([str(tmp_path)], environ={}, python_path=False, entry_points=False)
+
+
+def test_broken_extension_names_file_and_reason(tmp_path):
+    make_extension(tmp_path, "probe_broken", "X", source="import os\nvalue = undefined_name\n")
+    with pytest.raises(api.ExtensionError) as error:
+        api.discover([str(tmp_path)], environ={}, python_path=False, entry_points=False)
+    message = str(error.value)
+    assert f"{tmp_path}/tvm_extension/probe_broken/__init__.py:2" in message
+    assert "NameError" in message and "\n" not in message
+    assert "tvm_extension.probe_broken" not in sys.modules
+
+
+def test_package_without_extension_class(tmp_path):
+    make_extension(tmp_path, "probe_empty", "X", source="VALUE = 1\n")
+    with pytest.raises(api.ExtensionError, match="defines no TVMExtension subclass"):
+        api.discover([str(tmp_path)], environ={}, python_path=False, entry_points=False)

@@ -1,0 +1,123 @@
+"""TVM's own tvmc with extensions: options, help, attributes and one-line errors."""
+import textwrap
+
+import pytest
+
+from conftest import MODELS, VANILLA_EXT, assert_one_line_error, kernel_calls, run_tvmc
+
+EXT = ["--experimental-tvm-extension", VANILLA_EXT]
+CNN = MODELS / "cnn.onnx"
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["tvmc-script", "python-m"])
+def test_help_lists_flag_and_target_attributes(module):
+    done = run_tvmc("compile", "--help", *EXT, module=module)
+    assert done.returncode == 0, done.stderr
+    assert "--experimental-tvm-extension PATH" in done.stdout
+    assert "--target-vanilla_accelerator-max_kernel_size" in done.stdout
+    assert "default: 7" in done.stdout
+
+
+def test_without_extension_target_is_unknown(tmp_path):
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert_one_line_error(done, "unknown target 'vanilla_accelerator'", "--experimental-tvm-extension")
+    assert not (tmp_path / "o.tar").exists()
+
+
+def test_environment_variable_replaces_flag(tmp_path):
+    out = tmp_path / "o.tar"
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", CNN, "-f", "mlf", "-o", out,
+                    env={"TVM_EXTENSION_PATH": str(VANILLA_EXT)})
+    assert done.returncode == 0, done.stderr
+    assert kernel_calls(out) == 3
+
+
+def test_pythonpath_replaces_flag(tmp_path):
+    out = tmp_path / "o.tar"
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", CNN, "-f", "mlf", "-o", out,
+                    env={"PYTHONPATH": str(VANILLA_EXT)})
+    assert done.returncode == 0, done.stderr
+    assert kernel_calls(out) == 3
+
+
+@pytest.mark.parametrize("how", ["option", "target-string"])
+def test_target_attribute_reaches_backend(tmp_path, how):
+    out = tmp_path / "o.tar"
+    if how == "option":
+        args = ["--target", "vanilla_accelerator", "--target-vanilla_accelerator-max_kernel_size", "3"]
+    else:
+        args = ["--target", "vanilla_accelerator -max_kernel_size=3"]
+    done = run_tvmc("compile", *args, *EXT, CNN, "-f", "mlf", "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert kernel_calls(out) == 2  # the 5x5 conv no longer fits the MAC array
+
+
+def test_bad_attribute_value(tmp_path):
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", "--target-vanilla_accelerator-max_kernel_size",
+                    "big", *EXT, CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert_one_line_error(done, "max_kernel_size", "expects an integer", "'big'")
+    assert not (tmp_path / "o.tar").exists()
+
+
+def test_unknown_attribute(tmp_path):
+    done = run_tvmc("compile", "--target", "vanilla_accelerator -speed=11", *EXT, CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert_one_line_error(done, "no attribute 'speed'", "max_kernel_size")
+
+
+def test_unknown_target(tmp_path):
+    done = run_tvmc("compile", "--target", "vanila_accelerator", *EXT, CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert_one_line_error(done, "unknown target 'vanila_accelerator'", "vanilla_accelerator")
+    assert not (tmp_path / "o.tar").exists()
+
+
+def test_missing_extension_path(tmp_path):
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", tmp_path / "nope",
+                    CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert_one_line_error(done, f"{tmp_path / 'nope'}", "does not exist")
+    assert not (tmp_path / "o.tar").exists()
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+
+
+def test_extension_that_fails_to_import(tmp_path):
+    _write(tmp_path / "ext" / "tvm_extension" / "broken" / "__init__.py", "from . import helper\n")
+    _write(tmp_path / "ext" / "tvm_extension" / "broken" / "helper.py", "import numpy\nraise RuntimeError('no device')\n")
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", tmp_path / "ext",
+                    CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert_one_line_error(done, "broken/helper.py:2", "RuntimeError: no device")
+    assert not (tmp_path / "o.tar").exists()
+
+
+def test_path_without_extension_class(tmp_path):
+    _write(tmp_path / "ext" / "tvm_extension" / "plain" / "__init__.py", "X = 1\n")
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", tmp_path / "ext",
+                    CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert_one_line_error(done, "defines no TVMExtension subclass")
+
+
+def test_two_extensions_same_target_name(tmp_path):
+    _write(tmp_path / "ext" / "tvm_extension" / "impostor" / "__init__.py", """
+        from tvm_extension.api import TVMExtension
+        from uma_vanilla import VanillaAcceleratorBackend
+
+        class ImpostorBackend(VanillaAcceleratorBackend):
+            pass
+
+        class ImpostorExtension(TVMExtension):
+            def uma_backends(self):
+                return [ImpostorBackend()]
+    """)
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, "--experimental-tvm-extension",
+                    tmp_path / "ext", CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert_one_line_error(done, "'vanilla_accelerator' is registered twice", "ImpostorBackend")
+    assert not (tmp_path / "o.tar").exists()
+
+
+def test_same_extension_twice_is_not_a_clash(tmp_path):
+    out = tmp_path / "o.tar"
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, CNN, "-f", "mlf", "-o", out,
+                    env={"TVM_EXTENSION_PATH": str(VANILLA_EXT)})
+    assert done.returncode == 0, done.stderr

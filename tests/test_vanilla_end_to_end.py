@@ -1,0 +1,131 @@
+"""tvmc -> MLF -> gcc -> run, compared with onnx.reference and TVM's own CPU build."""
+import io
+import json
+import re
+import tarfile
+
+import numpy as np
+import pytest
+
+from conftest import (
+    MODELS, ROOT, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources, onnx_reference, run_tvmc, tvm_cpu_reference,
+)
+from make_input import random_inputs
+from tvm_extension.mlf import HostBuildError, build
+
+EXT = ["--experimental-tvm-extension", VANILLA_EXT]
+# float32 with a different summation order than the references
+TOLERANCE = dict(rtol=1e-4, atol=1e-5)
+
+
+def compile_mlf(model, out, *extra):
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, model, "-f", "mlf", "-o", out, *extra)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def cnn_mlf(tmp_path_factory):
+    return compile_mlf(MODELS / "cnn.onnx", tmp_path_factory.mktemp("cnn") / "cnn.tar")
+
+
+@pytest.mark.parametrize("model,offloaded", [("conv2d.onnx", 1), ("cnn.onnx", 3)])
+def test_runs_and_matches_references(tmp_path, model, offloaded):
+    mlf = compile_mlf(MODELS / model, tmp_path / "model.tar")
+    assert kernel_calls(mlf) == offloaded
+    inputs = random_inputs(MODELS / model, seed=3)
+    outputs, _ = build(mlf, tmp_path / "build").run(inputs)
+    (got,) = outputs.values()
+    np.testing.assert_allclose(got, onnx_reference(MODELS / model, inputs)[0], **TOLERANCE)
+    np.testing.assert_allclose(got, tvm_cpu_reference(MODELS / model, inputs)[0], **TOLERANCE)
+
+
+def test_offloaded_functions_are_calls_not_loops(cnn_mlf):
+    offloaded = {n: t for n, t in mlf_sources(cnn_mlf).items() if "// offloaded to vanilla_accelerator" in t}
+    assert len(offloaded) == 3
+    for name, text in offloaded.items():
+        assert "for (" not in text, f"{name} holds a loop nest"
+        assert re.search(r"if \(vanilla_status != 0\) \{\s*return vanilla_status;", text), "status must be checked"
+
+
+def test_archive_is_self_contained(cnn_mlf):
+    with tarfile.open(cnn_mlf) as archive:
+        names = archive.getnames()
+        texts = [archive.extractfile(m).read().decode(errors="replace") for m in archive.getmembers() if m.isfile()]
+    library = [n for n in names if n.endswith("vanilla_accelerator.c")]
+    assert library == ["./codegen/host/src/vanilla_accelerator.c"], "kernel library exactly once"
+    assert "./codegen/host/include/vanilla_accelerator.h" in names
+    assert {"./runtime/include/tvm/runtime/c_backend_api.h", "./runtime/include/dlpack/dlpack.h"} <= set(names)
+    assert any(n.startswith("./runtime/src/") and n.endswith(".c") for n in names)
+    for text in texts:
+        assert str(ROOT) not in text, "no absolute path of the build machine"
+    assert not any(re.search(r'#include\s+"/', t) for t in texts)
+
+
+def test_embedded_defaults(cnn_mlf):
+    with tarfile.open(cnn_mlf) as archive:
+        metadata = json.load(archive.extractfile("./metadata.json"))
+        relay_text = archive.extractfile("./src/default.relay").read().decode()
+    module = metadata["modules"]["default"]
+    assert module["executors"] == ["aot"]
+    assert module["external_dependencies"][0]["short_name"] == "tvm_standalone_crt"
+    assert 'interface-api="c"' in relay_text or "interface-api" not in relay_text
+    sources = "".join(mlf_sources(cnn_mlf).values())
+    assert "struct tvmgen_default_inputs" in sources  # C interface
+    assert "global_workspace" in sources  # statically planned memory, no allocator needed
+    assert "float4" not in sources  # no vector types
+
+
+def test_user_options_win(tmp_path):
+    out = compile_mlf(MODELS / "cnn.onnx", tmp_path / "o.tar", "--pass-config", "tir.disable_vectorize=0")
+    assert re.search(r"\bfloat(4|8|16)\b", "".join(mlf_sources(out).values())), "vectorised as the user asked"
+    assert kernel_calls(out) == 3
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-f", "so"], "add -f mlf"),
+    (["-f", "mlf", "--executor", "graph"], "AOT executor with the unpacked API"),
+    (["-f", "mlf", "--executor-aot-unpacked-api", "0"], "AOT executor with the unpacked API"),
+])
+def test_settings_that_cannot_call_offloaded_functions(tmp_path, args, message):
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, MODELS / "cnn.onnx", *args, "-o", tmp_path / "o")
+    assert_one_line_error(done, message)
+    assert not (tmp_path / "o").exists()
+
+
+def test_explicit_multi_target_with_c_options(tmp_path):
+    done = run_tvmc("compile", "--target", "vanilla_accelerator,c", "--target-c-constants-byte-alignment", "64", *EXT,
+                    MODELS / "cnn.onnx", "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(tmp_path / "o.tar") as archive:
+        metadata = json.load(archive.extractfile("./metadata.json"))
+    assert "-constants-byte-alignment=64" in metadata["modules"]["default"]["target"][0]
+    assert kernel_calls(tmp_path / "o.tar") == 3
+    inputs = random_inputs(MODELS / "cnn.onnx", seed=4)
+    got = build(tmp_path / "o.tar", tmp_path / "b").run(inputs)[0]["output"]
+    np.testing.assert_allclose(got, onnx_reference(MODELS / "cnn.onnx", inputs)[0], **TOLERANCE)
+
+
+def test_module_name_is_followed(tmp_path):
+    out = compile_mlf(MODELS / "cnn.onnx", tmp_path / "o.tar", "--module-name", "net")
+    sources = "".join(mlf_sources(out).values())
+    assert "tvmgen_net_vanilla_accelerator_main_0" in sources and "tvmgen_default" not in sources
+    inputs = random_inputs(MODELS / "cnn.onnx", seed=5)
+    got = build(out, tmp_path / "b").run(inputs)[0]["output"]
+    np.testing.assert_allclose(got, onnx_reference(MODELS / "cnn.onnx", inputs)[0], **TOLERANCE)
+
+
+def test_kernel_failure_stops_inference(cnn_mlf, tmp_path):
+    """A kernel reporting an error makes the model fail instead of returning wrong numbers."""
+    failing = tmp_path / "failing.tar"
+    with tarfile.open(cnn_mlf) as source, tarfile.open(failing, "w") as target:
+        for member in source.getmembers():
+            data = source.extractfile(member).read() if member.isfile() else None
+            if member.name.endswith("vanilla_accelerator.c"):
+                data = b'#include "vanilla_accelerator.h"\nint32_t vanilla_conv2dnchw(float* i, float* w, float* r,' \
+                       b' int oc, int iw, int ih, int ic, int kh, int kw) { return 7; }\n'
+                member.size = len(data)
+            target.addfile(member, io.BytesIO(data) if data is not None else None)
+    program = build(failing, tmp_path / "b")
+    with pytest.raises(HostBuildError, match="inference failed with status -1|status 7"):
+        program.run(random_inputs(MODELS / "cnn.onnx"))

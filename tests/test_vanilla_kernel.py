@@ -1,0 +1,69 @@
+"""The Vanilla C kernel on its own: built with gcc, compared with a numpy convolution."""
+import ctypes
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+KERNEL = ROOT / "c_runtime" / "vanilla" / "vanilla_accelerator.c"
+
+
+@pytest.fixture(scope="module")
+def vanilla(tmp_path_factory):
+    library = tmp_path_factory.mktemp("kernel") / "libvanilla.so"
+    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", str(library), str(KERNEL)], check=True)
+    lib = ctypes.CDLL(str(library))
+    lib.vanilla_conv2dnchw.restype = ctypes.c_int32
+    return lib
+
+
+def _call(lib, ifmap, weights, result):
+    pointer = lambda a: a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)) if a is not None else None
+    oc, ic, kh, kw = weights.shape if weights is not None else (1, 1, 1, 1)
+    ih, iw = ifmap.shape[1:] if ifmap is not None else (1, 1)
+    return lib.vanilla_conv2dnchw(pointer(ifmap), pointer(weights), pointer(result), oc, iw, ih, ic, kh, kw)
+
+
+def numpy_conv_same(ifmap, weights):
+    oc, ic, kh, kw = weights.shape
+    ph, pw = (kh - 1) // 2, (kw - 1) // 2
+    padded = np.pad(ifmap.astype(np.float64), ((0, 0), (ph, ph), (pw, pw)))
+    ih, iw = ifmap.shape[1:]
+    out = np.zeros((oc, ih, iw))
+    for y in range(kh):
+        for x in range(kw):
+            out += np.einsum("oc,chw->ohw", weights[:, :, y, x], padded[:, y:y + ih, x:x + iw])
+    return out
+
+
+@pytest.mark.parametrize("oc,ic,ih,iw,kh,kw", [
+    (1, 1, 1, 1, 1, 1), (4, 3, 8, 8, 3, 3), (8, 5, 7, 11, 5, 3), (3, 2, 4, 6, 1, 7), (16, 16, 9, 9, 7, 7),
+])
+def test_matches_numpy(vanilla, oc, ic, ih, iw, kh, kw):
+    rng = np.random.default_rng(oc * 1000 + ih)
+    ifmap = rng.standard_normal((ic, ih, iw)).astype(np.float32)
+    weights = rng.standard_normal((oc, ic, kh, kw)).astype(np.float32)
+    result = np.full((oc, ih, iw), np.nan, dtype=np.float32)
+    assert _call(vanilla, ifmap, weights, result) == 0
+    # float32 accumulation of up to 784 products of N(0,1) values vs a float64 reference
+    np.testing.assert_allclose(result, numpy_conv_same(ifmap, weights), rtol=1e-5, atol=2e-4)
+
+
+def test_is_deterministic(vanilla):
+    rng = np.random.default_rng(7)
+    ifmap = rng.standard_normal((6, 10, 10)).astype(np.float32)
+    weights = rng.standard_normal((5, 6, 3, 3)).astype(np.float32)
+    first, second = np.empty((5, 10, 10), np.float32), np.empty((5, 10, 10), np.float32)
+    _call(vanilla, ifmap, weights, first)
+    _call(vanilla, ifmap, weights, second)
+    assert first.tobytes() == second.tobytes()
+
+
+def test_rejects_what_it_cannot_compute(vanilla):
+    ifmap = np.ones((1, 4, 4), np.float32)
+    result = np.full((1, 4, 4), 5.0, np.float32)
+    assert _call(vanilla, ifmap, np.ones((1, 1, 2, 2), np.float32), result) == 1  # even kernel
+    assert _call(vanilla, None, np.ones((1, 1, 3, 3), np.float32), result) == 1  # NULL ifmap
+    assert np.all(result == 5.0), "result must be untouched on error"
