@@ -121,3 +121,20 @@ def test_same_extension_twice_is_not_a_clash(tmp_path):
     done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, CNN, "-f", "mlf", "-o", out,
                     env={"TVM_EXTENSION_PATH": str(VANILLA_EXT)})
     assert done.returncode == 0, done.stderr
+
+
+def test_merged_codegen_registry():
+    """TVMC's own lookups see built-in composite targets and extension backends alike."""
+    import subprocess
+    import sys
+
+    script = (
+        "from tvm.driver.tvmc import composite_target as ct\n"
+        "names = ct.get_codegen_names()\n"
+        "entry = ct.get_codegen_by_target('vanilla_accelerator')\n"
+        "print('cmsis-nn' in names, 'vanilla_accelerator' in names, entry['pass_pipeline'].__name__)\n"
+    )
+    import os
+    env = dict(os.environ, TVM_EXTENSION_PATH=str(VANILLA_EXT))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "True", "partition_for_vanilla_accelerator"], done.stderr
