@@ -65,17 +65,46 @@ def onnx_reference(model_path, inputs):
 
 
 def tvm_cpu_reference(model_path, inputs):
-    """TVM's own CPU build (llvm, x86-64, graph executor) of the same ONNX model."""
-    import onnx
+    """TVM's own CPU build (llvm, x86-64, graph executor) of the same model, loaded as tvmc does."""
     import tvm
     from tvm import relay
     from tvm.contrib import graph_executor
+    from tvm.driver import tvmc
 
-    shapes = {name: value.shape for name, value in inputs.items()}
-    mod, params = relay.frontend.from_onnx(onnx.load(str(model_path)), shapes)
+    shapes = {name: list(value.shape) for name, value in inputs.items()}
+    model = tvmc.load(str(model_path), shape_dict=shapes)
+    mod, params = model.mod, model.params
     with tvm.transform.PassContext(opt_level=3):
         lib = relay.build(mod, target="llvm -mtriple=x86_64-linux-gnu", params=params)
     runtime = graph_executor.GraphModule(lib["default"](tvm.cpu()))
     runtime.set_input(**inputs)
     runtime.run()
     return [runtime.get_output(i).numpy() for i in range(runtime.get_num_outputs())]
+
+
+def tflite_reference(model_path, inputs):
+    """TFLite's own interpreter (tflite-runtime), outputs in the model's order."""
+    from tflite_runtime.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(model_path))
+    interpreter.allocate_tensors()
+    for detail in interpreter.get_input_details():
+        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def onnxruntime_reference(model_path, inputs):
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    return session.run(None, inputs)
+
+
+def assert_close(got, expected, rel=1e-4, what=""):
+    """max |got - expected| <= rel * max(1, max |expected|): float32 noise, scaled to the output."""
+    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
+    assert got.shape == expected.shape, f"{what}: shape {got.shape} vs {expected.shape}"
+    error, scale = float(np.max(np.abs(got - expected))), max(1.0, float(np.max(np.abs(expected))))
+    assert error <= rel * scale, f"{what}: max error {error:.3g} > {rel} x {scale:.3g}"
+    return error

@@ -3,8 +3,8 @@ from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from .codegen import gen_includes
-from .passes import VanillaAcceleratorConv2DPass
-from .patterns import conv2d_pattern, conv2d_supported
+from .passes import VanillaAcceleratorConv2DPass, convert_to_kernel_layout
+from .patterns import conv2d_pattern, why_not_offloaded
 
 
 class VanillaAcceleratorBackend(UMABackend):
@@ -14,13 +14,20 @@ class VanillaAcceleratorBackend(UMABackend):
         super().__init__()
         # The MAC array's window buffer holds kernels up to this size.
         self._register_target_attr("max_kernel_size", default=7)
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, convert_to_kernel_layout)
         self._register_pattern("conv2d", conv2d_pattern(), self._offloadable)
         self._register_tir_pass(PassPhase.TIR_PHASE_0, VanillaAcceleratorConv2DPass())
         self._register_codegen(fmt="c", includes=gen_includes)
 
     def _offloadable(self, conv) -> bool:
+        return self.rejection_reason(conv) is None
+
+    def rejection_reason(self, conv):
+        """Why a conv2d stays on the CPU (None if Vanilla takes it); shown in the offload report."""
+        if conv.op.name != "nn.conv2d":
+            return None
         attrs = getattr(self, "target_attrs", self._target_attrs)
-        return conv2d_supported(conv, int(attrs["max_kernel_size"]))
+        return why_not_offloaded(conv, int(attrs["max_kernel_size"]))
 
     @property
     def target_name(self):

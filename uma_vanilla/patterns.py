@@ -1,4 +1,7 @@
 """Relay patterns offloaded to Vanilla: exactly what ``vanilla_conv2dnchw`` can compute."""
+from typing import Optional
+
+import tvm
 from tvm.relay.dataflow_pattern import is_op, wildcard
 
 
@@ -10,21 +13,42 @@ def _ints(values):
     return [int(v) for v in values]
 
 
-def conv2d_supported(conv, max_kernel_size: int) -> bool:
-    """NCHW/OIHW float32, batch 1, stride 1, no dilation or groups, odd kernel, same padding."""
+def _static(shape) -> bool:
+    return all(isinstance(d, tvm.tir.IntImm) for d in shape)
+
+
+def why_not_offloaded(conv, max_kernel_size: int) -> Optional[str]:
+    """None when Vanilla computes this conv2d, else why not.
+
+    Vanilla: NCHW/OIHW float32, batch 1, stride 1, no dilation or groups, odd kernel up to
+    ``max_kernel_size``, "same" zero padding.
+    """
     attrs = conv.attrs
     data, weight = conv.args[0].checked_type, conv.args[1].checked_type
-    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW":
-        return False
-    if attrs.out_layout not in ("", "NCHW") or attrs.out_dtype not in ("", "float32"):
-        return False
-    if data.dtype != "float32" or weight.dtype != "float32" or len(data.shape) != 4:
-        return False
-    if int(attrs.groups) != 1 or _ints(attrs.strides) != [1, 1] or _ints(attrs.dilation) != [1, 1]:
-        return False
-    batch = int(data.shape[0])
+    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or attrs.out_layout not in ("", "NCHW"):
+        return f"layout {attrs.data_layout}/{attrs.kernel_layout} (needs NCHW/OIHW)"
+    if data.dtype != "float32" or weight.dtype != "float32" or attrs.out_dtype not in ("", "float32"):
+        return f"dtype {data.dtype} (needs float32)"
+    if len(data.shape) != 4 or not (_static(data.shape) and _static(weight.shape)):
+        return "dynamic shape"
+    if int(attrs.groups) != 1:
+        return "grouped/depthwise"
+    if _ints(attrs.strides) != [1, 1]:
+        return f"stride {'x'.join(map(str, _ints(attrs.strides)))} (needs 1)"
+    if _ints(attrs.dilation) != [1, 1]:
+        return "dilation"
+    if int(data.shape[0]) != 1:
+        return f"batch {int(data.shape[0])} (needs 1)"
     kh, kw = _ints(weight.shape[2:])
-    if batch != 1 or kh % 2 == 0 or kw % 2 == 0 or max(kh, kw) > max_kernel_size:
-        return False
+    if kh % 2 == 0 or kw % 2 == 0:
+        return f"even kernel {kh}x{kw}"
+    if max(kh, kw) > max_kernel_size:
+        return f"kernel {kh}x{kw} above max_kernel_size {max_kernel_size}"
     ph, pw = (kh - 1) // 2, (kw - 1) // 2
-    return _ints(attrs.padding) == [ph, pw, ph, pw]
+    if _ints(attrs.padding) != [ph, pw, ph, pw]:
+        return "padding is not 'same'"
+    return None
+
+
+def conv2d_supported(conv, max_kernel_size: int) -> bool:
+    return why_not_offloaded(conv, max_kernel_size) is None

@@ -4,6 +4,7 @@ Knows Relay and TIR, nothing of TVMC's command line.
 """
 from .register import BackendError, configure, register_backend, registered_backends
 from .codegen import C_LIBRARIES, c_library_files
+from .report import OffloadReport, offload_report
 
 __all__ = [
     "BackendError",
@@ -12,4 +13,6 @@ __all__ = [
     "registered_backends",
     "C_LIBRARIES",
     "c_library_files",
+    "OffloadReport",
+    "offload_report",
 ]

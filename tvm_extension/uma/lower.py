@@ -35,15 +35,47 @@ class _ConstantsToParams(ExprMutator):
         return param
 
 
+def _offloaded(func, target_name: str) -> bool:
+    return (
+        isinstance(func, relay.Function) and func.attrs is not None
+        and "Compiler" in func.attrs and func.attrs["Compiler"] == target_name
+    )
+
+
+def _computes_nothing(func: relay.Function) -> bool:
+    calls = []
+    relay.analysis.post_order_visit(func.body, lambda e: calls.append(e) if isinstance(e, relay.Call) else None)
+    return not calls
+
+
+def _inline_empty_functions(mod: tvm.IRModule, target_name: str) -> tvm.IRModule:
+    """Regions holding no operator (tuple plumbing left by MergeCompilerRegions) go back inline."""
+    empty = {g: f for g, f in mod.functions.items() if _offloaded(f, target_name) and _computes_nothing(f)}
+    if not empty:
+        return mod
+
+    class _Inline(ExprMutator):
+        def visit_call(self, call):
+            new_call = super().visit_call(call)
+            if isinstance(new_call.op, relay.GlobalVar) and new_call.op in empty:
+                func = empty[new_call.op]
+                return relay.bind(func.body, dict(zip(func.params, new_call.args)))
+            return new_call
+
+    functions = {g: (_Inline().visit(f) if isinstance(f, relay.Function) else f)
+                 for g, f in mod.functions.items() if g not in empty}
+    return relay.transform.InferType()(tvm.IRModule(functions, type_definitions=mod.type_definitions))
+
+
 def lift_constants_pass(target_name: str) -> tvm.transform.Pass:
-    """A module pass making every constant of a ``Compiler=target_name`` function a parameter."""
+    """After partitioning: drop empty regions, make every constant of an offloaded function a parameter."""
 
     @tvm.transform.module_pass(opt_level=0, name=f"{target_name}.LiftConstants")
     def lift(mod, _ctx):
-        mod = relay.transform.InferType()(mod)
+        mod = _inline_empty_functions(relay.transform.InferType()(mod), target_name)
         lifted = {}
         for gvar, func in mod.functions.items():
-            if isinstance(func, relay.Function) and func.attrs and "Compiler" in func.attrs and func.attrs["Compiler"] == target_name:
+            if _offloaded(func, target_name):
                 mutator = _ConstantsToParams()
                 body = mutator.visit(func.body)
                 if mutator.params:

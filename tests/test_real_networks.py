@@ -1,0 +1,57 @@
+"""Real networks from PyPI packages: tvmc -> MLF -> gcc -> run, against TVM's CPU build and
+the framework's own interpreter (TFLite's, ONNX Runtime).  Tolerance: max error within
+1e-4 of the output's scale (float32, different summation orders)."""
+import re
+
+import numpy as np
+import pytest
+
+from conftest import (
+    VANILLA_EXT, assert_close, kernel_calls, mlf_sources, onnxruntime_reference, run_tvmc, tflite_reference,
+    tvm_cpu_reference,
+)
+from model_zoo import fetch
+from tvm_extension.mlf import build
+
+pytestmark = pytest.mark.real_model
+
+# name: input shapes, framework reference.  MTCNN's O-Net uses only "valid" padding and a
+# 2x2 kernel: nothing is offloaded, and it must still compile and run correctly.
+NETWORKS = {
+    "blazeface": ({"input": (1, 128, 128, 3)}, tflite_reference),
+    "kws_on_off_float32": ({"serving_default_input_1:0": (1, 98, 1, 104)}, tflite_reference),
+    "mtcnn_pnet": ({"input_1": (1, 24, 24, 3)}, onnxruntime_reference),
+    "mtcnn_onet": ({"input_3": (1, 48, 48, 3)}, onnxruntime_reference),
+}
+
+
+def shapes_option(shapes):
+    return " ".join(f"{name}:[{','.join(map(str, shape))}]" for name, shape in shapes.items())
+
+
+@pytest.mark.parametrize("name", list(NETWORKS))
+def test_network(tmp_path, name):
+    shapes, framework_reference = NETWORKS[name]
+    model = fetch(name)
+    out = tmp_path / "model.tar"
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", VANILLA_EXT,
+                    "--input-shapes", shapes_option(shapes), model, "-f", "mlf", "-o", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    # The offload report and the generated C agree: one kernel call per offloaded conv, no loops.
+    report = re.search(r"\[vanilla_accelerator\] offloaded: (?:nn.conv2d x(\d+)|none) in (\d+) functions", done.stdout)
+    assert report, done.stdout
+    convs, functions = (int(g or 0) for g in report.groups())
+    assert convs == functions == kernel_calls(out)
+    offloaded = [t for t in mlf_sources(out).values() if "// offloaded to vanilla_accelerator" in t]
+    assert len(offloaded) == functions and not any("for (" in t for t in offloaded)
+
+    rng = np.random.default_rng(11)
+    inputs = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    program = build(out, tmp_path / "build")
+    got = list(program.run(inputs)[0].values())
+    for reference in (tvm_cpu_reference, framework_reference):
+        expected = reference(model, inputs)
+        assert len(got) == len(expected)
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert_close(g, e, what=f"{name} output {i} vs {reference.__name__}")

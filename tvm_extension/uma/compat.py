@@ -1,0 +1,56 @@
+"""Upstream ``UMABackend`` made to work on this TVM build, for the Python API flow.
+
+Patched in by the start-up hook when ``tvm.relay.backend.contrib.uma.backend`` is imported
+and native UMA is missing:
+
+* ``register()`` registers the backend through this package instead of the missing
+  ``relay.backend.contrib.uma.RegisterTarget``;
+* ``partition()`` also takes an ``(IRModule, params)`` pair or a ``TVMCModel`` (anything
+  with ``mod`` and ``params``) and gives back the same kind of thing.
+"""
+import copy
+
+import tvm
+
+
+def _native_uma_available() -> bool:
+    return tvm.get_global_func("relay.backend.contrib.uma.RegisterTarget", allow_missing=True) is not None
+
+
+def partition_any(backend, model, params=None, original=None):
+    """Partition an IRModule, an (IRModule, params) pair or a TVMCModel-like object."""
+    if isinstance(model, tvm.IRModule):
+        return original(backend, model, params)
+    if isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], tvm.IRModule):
+        return original(backend, model[0], model[1] if params is None else params), {}
+    if isinstance(getattr(model, "mod", None), tvm.IRModule) and hasattr(model, "params"):
+        partitioned = copy.copy(model)
+        partitioned.mod = original(backend, model.mod, model.params if params is None else params)
+        partitioned.params = {}  # bound into the module by partitioning
+        return partitioned
+    raise TypeError(
+        f"{type(backend).__name__}.partition takes an IRModule, an (IRModule, params) pair or a TVMCModel, "
+        f"not {type(model).__name__}"
+    )
+
+
+def install(uma_backend_module):
+    cls = uma_backend_module.UMABackend
+    if getattr(cls, "_tvm_extension_patched", False):
+        return
+    original_partition = cls.partition
+
+    def partition(self, mod, params=None):
+        return partition_any(self, mod, params, original_partition)
+
+    partition.__doc__ = original_partition.__doc__
+    cls.partition = partition
+    if not _native_uma_available():
+        def register(self):
+            from .register import register_backend  # pylint: disable=import-outside-toplevel
+
+            register_backend(self)
+
+        register.__doc__ = "Register the backend (Python registration: this TVM build has no native UMA)."
+        cls.register = register
+    cls._tvm_extension_patched = True

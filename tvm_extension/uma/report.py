@@ -1,0 +1,82 @@
+"""What went where: operators offloaded to a backend, and those left on the CPU with the reason.
+
+A backend may explain why an operator its patterns could take stayed on the CPU by
+defining ``rejection_reason(call) -> str | None``; otherwise the reason is "pattern did
+not match".
+"""
+import collections
+import dataclasses
+from typing import Counter, Set
+
+import tvm
+from tvm import relay
+from tvm.relay.dataflow_pattern import CallPattern, ExprPattern
+
+
+@dataclasses.dataclass
+class OffloadReport:
+    target: str
+    functions: int = 0
+    offloaded: Counter = dataclasses.field(default_factory=collections.Counter)
+    on_cpu: Counter = dataclasses.field(default_factory=collections.Counter)
+    not_offloaded: Counter = dataclasses.field(default_factory=collections.Counter)  # (op, reason) -> n
+
+    def lines(self):
+        def counts(counter):
+            return ", ".join(f"{op} x{n}" for op, n in counter.most_common()) or "none"
+
+        yield f"[{self.target}] offloaded: {counts(self.offloaded)} in {self.functions} functions"
+        yield f"[{self.target}] on the CPU: {counts(self.on_cpu)}"
+        if self.not_offloaded:
+            reasons = "; ".join(f"{op}: {why} x{n}" for (op, why), n in self.not_offloaded.most_common())
+            yield f"[{self.target}] not offloaded: {reasons}"
+
+    def __str__(self):
+        return "\n".join(self.lines())
+
+
+def pattern_ops(backend) -> Set[str]:
+    """Names of the operators the backend's patterns are rooted at or contain."""
+    names = set()
+
+    def visit(pattern):
+        if isinstance(pattern, CallPattern):
+            if isinstance(pattern.op, ExprPattern) and isinstance(pattern.op.expr, tvm.ir.Op):
+                names.add(pattern.op.expr.name)
+            for arg in pattern.args:
+                visit(arg)
+
+    for entry in backend._relay_to_relay._patterns:
+        visit(entry[1])
+    return names
+
+
+def _op_calls(expr):
+    calls = []
+    relay.analysis.post_order_visit(
+        expr, lambda e: calls.append(e) if isinstance(e, relay.Call) and isinstance(e.op, tvm.ir.Op) else None
+    )
+    return calls
+
+
+def offload_report(backend, mod: tvm.IRModule) -> OffloadReport:
+    """Count, in a partitioned module, what runs on ``backend`` and what stays on the CPU."""
+    name = backend.target_name
+    report = OffloadReport(name)
+    candidates = pattern_ops(backend)
+    explain = getattr(backend, "rejection_reason", None)
+    mod = relay.transform.InferType()(mod)
+    for gvar, func in mod.functions.items():
+        if not isinstance(func, relay.Function):
+            continue
+        compiler = func.attrs["Compiler"] if func.attrs and "Compiler" in func.attrs else None
+        if compiler == name:
+            report.functions += 1
+            report.offloaded.update(call.op.name for call in _op_calls(func.body))
+        elif compiler is None:
+            for call in _op_calls(func.body):
+                report.on_cpu[call.op.name] += 1
+                if call.op.name in candidates:
+                    why = (explain(call) if explain else None) or "pattern did not match"
+                    report.not_offloaded[(call.op.name, why)] += 1
+    return report
