@@ -11,7 +11,8 @@ class VanillaAcceleratorBackend(UMABackend):
     """UMA backend for VanillaAccelerator."""
 
     def __init__(self):
-        super().__init__()
+        # One kernel call per conv: adjacent convs must not merge into one function.
+        super().__init__(merge_compiler_regions=False)
         # The MAC array's window buffer holds kernels up to this size.
         self._register_target_attr("max_kernel_size", default=7)
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, convert_to_kernel_layout)

@@ -1,6 +1,8 @@
 """TIR pass turning Vanilla's Conv2D into one call of its C API, with the status checked."""
 import tvm
-from tvm import relay, tir
+from tvm import tir
+
+from tvm_extension.uma.layout import convert_layout_pass
 
 
 @tvm.tir.transform.prim_func_pass(opt_level=2)
@@ -39,18 +41,13 @@ class VanillaAcceleratorConv2DPass:
         return func.with_body(tir.LetStmt(code, status, check))
 
 
-@tvm.transform.module_pass(opt_level=0, name="VanillaConvertToNCHW")
-def convert_to_kernel_layout(mod, _ctx):
-    """Put convolutions in the kernel's layout (NCHW data, OIHW weights) before partitioning.
 
-    TFLite graphs are NHWC; ConvertLayout carries the new layout through layout-agnostic
-    neighbours, so transposes appear only where the graph needs them, and FoldConstant
-    bakes the weight transposes into the weights.
-    """
-    mod = relay.transform.InferType()(mod)
-    # bias_add(axis=3) does not follow a layout change here; as a broadcast add it does.
-    mod = relay.transform.CanonicalizeOps()(mod)
-    layouts = {"nn.conv2d": ["NCHW", "OIHW"]}
-    layouts.update({op: ["NCHW"] for op in ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d")})
-    mod = relay.transform.ConvertLayout(layouts)(mod)
-    return relay.transform.FoldConstant()(mod)
+# Vanilla computes in NCHW: convert convolutions (and pools, so no transpose is needed
+# around them) before partitioning, whatever layout the model came in.
+convert_to_kernel_layout = convert_layout_pass(
+    {
+        "nn.conv2d": ["NCHW", "OIHW"],
+        **{op: ["NCHW"] for op in ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d")},
+    },
+    name="VanillaConvertToNCHW",
+)

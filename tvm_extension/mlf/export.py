@@ -10,6 +10,7 @@ Then the C libraries of the backends the model was offloaded to are added once, 
 archive is written atomically (nothing half-written is left on failure).
 """
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -18,6 +19,7 @@ import types
 from pathlib import Path
 
 import tvm
+from tvm import relay
 
 from tvm_extension.uma import C_LIBRARIES, c_library_files
 
@@ -77,6 +79,24 @@ def _add_c_libraries(tree: Path):
             shutil.copyfile(file, target)
 
 
+def _tensor_shapes(ty):
+    if isinstance(ty, relay.TupleType):
+        return [shape for field in ty.fields for shape in _tensor_shapes(field)]
+    return [[int(d) for d in ty.shape]]
+
+
+def _add_shapes(tree: Path, modules):
+    """Record input and output shapes in metadata.json (TVM's records only byte sizes)."""
+    path = tree / "metadata.json"
+    metadata = json.loads(path.read_text())
+    for mod in modules:
+        main = relay.transform.InferType()(mod.ir_mod)["main"]
+        entry = metadata["modules"][mod.libmod_name]["memory"]["functions"]["main"][0]
+        entry["input_shapes"] = {p.name_hint: _tensor_shapes(p.checked_type)[0] for p in main.params}
+        entry["output_shapes"] = _tensor_shapes(main.ret_type)
+    path.write_text(json.dumps(metadata, indent=2, sort_keys=True))
+
+
 def export_model_library_format(mods, file_name):
     """Drop-in for ``tvm.micro.export_model_library_format`` (graph and AOT modules)."""
     file_name = Path(file_name)
@@ -87,6 +107,7 @@ def export_model_library_format(mods, file_name):
         tree = work / "tree"
         tree.mkdir()
         exporter._export_graph_model_library_format(modules, tree)
+        _add_shapes(tree, modules)
         _add_c_libraries(tree)
         partial = file_name.with_name(f".{file_name.name}.partial")
         try:

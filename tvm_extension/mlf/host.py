@@ -73,17 +73,6 @@ def _struct_fields(header: str, struct: str) -> List[str]:
     return re.findall(r"void\*\s*(\w+)\s*;", body.group(1)) if body else []
 
 
-def _output_shapes(relay_text: str) -> List[Tuple[int, ...]]:
-    """Shapes from the return type of @main in the MLF's Relay source."""
-    signature = re.search(r"def @main\(.*?\)\s*->\s*(.*?)\s*\{\s*$", relay_text, re.MULTILINE | re.DOTALL)
-    if not signature:
-        return []
-    return [
-        tuple(int(d) for d in dims.split(",") if d.strip())
-        for dims, _ in re.findall(r"Tensor\[\(([\d,\s]*)\),\s*(\w+)\]", signature.group(1))
-    ]
-
-
 def _describe(tree: Path) -> Tuple[str, List[Tensor], List[Tensor]]:
     metadata = json.loads((tree / "metadata.json").read_text())
     (module_name, module), = metadata["modules"].items()
@@ -104,8 +93,7 @@ def _describe(tree: Path) -> Tuple[str, List[Tensor], List[Tensor]]:
         ]
 
     inputs, outputs = ordered("inputs", main["inputs"]), ordered("outputs", main["outputs"])
-    relay_file = tree / "src" / f"{module_name}.relay"
-    shapes = _output_shapes(relay_file.read_text()) if relay_file.exists() else []
+    shapes = [tuple(s) for s in main.get("output_shapes", [])]
     if len(shapes) == len(outputs):
         for tensor, shape in zip(outputs, shapes):
             tensor.shape = shape

@@ -61,12 +61,13 @@ def compile_function(backend, func) -> tvm.runtime.Module:
     config = dict(outer.config)
     config["tir.disable_vectorize"] = True  # gcc rejects TVM's vector types in C
     config["tir.add_lower_pass"] = list(config.get("tir.add_lower_pass", [])) + lower.tir_lower_passes(backend)
+    # The outer context's instruments are not passed on: entering them a second time
+    # crashes TVM (tvmc --print-pass-times).
     with tvm.transform.PassContext(
         opt_level=outer.opt_level,
         config=config,
         required_pass=outer.required_pass,
         disabled_pass=outer.disabled_pass,
-        instruments=outer.instruments,
     ):
         built = tvm.build(ir_mod, target="c")
     symbol = str(func.attrs["global_symbol"])

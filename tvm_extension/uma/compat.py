@@ -18,7 +18,10 @@ def _native_uma_available() -> bool:
 
 
 def partition_any(backend, model, params=None, original=None):
-    """Partition an IRModule, an (IRModule, params) pair or a TVMCModel-like object."""
+    """Partition an IRModule, an (IRModule, params) pair or a TVMCModel-like object.
+
+    ``original(backend, mod, params)`` does the partitioning of an IRModule.
+    """
     if isinstance(model, tvm.IRModule):
         return original(backend, model, params)
     if isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], tvm.IRModule):
@@ -38,12 +41,12 @@ def install(uma_backend_module):
     cls = uma_backend_module.UMABackend
     if getattr(cls, "_tvm_extension_patched", False):
         return
-    original_partition = cls.partition
+    from .partition import partition as partition_module  # pylint: disable=import-outside-toplevel
 
     def partition(self, mod, params=None):
-        return partition_any(self, mod, params, original_partition)
+        """Partition ``mod`` (an IRModule, an (IRModule, params) pair or a TVMCModel) for this backend."""
+        return partition_any(self, mod, params, partition_module)
 
-    partition.__doc__ = original_partition.__doc__
     cls.partition = partition
     if not _native_uma_available():
         def register(self):

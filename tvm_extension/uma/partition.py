@@ -1,0 +1,80 @@
+"""UMA's partitioning, accepting what users have and fast on real networks.
+
+``UMABackend.partition`` runs the same phases as upstream's ``UMAPartitioner.partition``
+(bind params, PRE_PARTITIONING passes, MergeComposite, annotate/partition,
+POST_PARTITIONING_0, Defunctionalization, POST_PARTITIONING_1).  One difference in how:
+for a backend that does not merge regions (``merge_compiler_regions=False``), every
+matched composite becomes its own offloaded function directly, in one pass.  TVM's
+PartitionGraph re-infers the types of the whole module once per region, which on a
+79-conv network cost longer than the rest of the partitioning together.
+"""
+import itertools
+
+import tvm
+from tvm import relay
+from tvm.relay.build_module import bind_params_by_name
+from tvm.relay.backend.contrib.uma.api.utils import PassPhase
+from tvm.relay.expr_functor import ExprMutator
+
+
+def _passes(partitioner, phase):
+    return [p for ph, p in partitioner._relay_passes if ph == phase]
+
+
+class _OutlineComposites(ExprMutator):
+    """Each call of a ``Composite="<target>.*"`` function becomes a call of a new global function."""
+
+    def __init__(self, mod, target_name, mod_name):
+        super().__init__()
+        self.mod, self.target_name = mod, target_name
+        self.prefix = f"tvmgen_{mod_name}_{target_name}_main_"
+        self.counter = itertools.count()
+
+    def visit_call(self, call):
+        new_call = super().visit_call(call)
+        func = new_call.op
+        if not (isinstance(func, relay.Function) and func.attrs and "Composite" in func.attrs):
+            return new_call
+        if not str(func.attrs["Composite"]).startswith(self.target_name + "."):
+            return new_call
+        index = next(self.counter)
+        params = [relay.var(f"{self.target_name}_{index}_i{i}", type_annotation=a.checked_type)
+                  for i, a in enumerate(call.args)]
+        body = relay.bind(func.body, dict(zip(func.params, params)))  # the composite, inlined
+        outlined = relay.Function(params, body, call.checked_type)
+        name = f"{self.prefix}{index}"
+        for key, value in (("Primitive", 1), ("Inline", 1), ("Compiler", self.target_name), ("global_symbol", name)):
+            outlined = outlined.with_attr(key, value)
+        gvar = relay.GlobalVar(name)
+        self.mod[gvar] = outlined
+        return relay.Call(gvar, new_call.args, span=call.span)
+
+
+def outline_composites(mod: tvm.IRModule, target_name: str, mod_name: str = "default") -> tvm.IRModule:
+    mod = relay.transform.InferType()(mod)
+    outliner = _OutlineComposites(mod, target_name, mod_name)
+    mod["main"] = outliner.visit(mod["main"])
+    return relay.transform.InferType()(mod)
+
+
+def partition(backend, mod: tvm.IRModule, params=None) -> tvm.IRModule:
+    """The phases of upstream's UMAPartitioner.partition (see the module docstring)."""
+    partitioner = backend._relay_to_relay
+    if params:
+        mod["main"] = bind_params_by_name(mod["main"], params)
+    first = _passes(partitioner, PassPhase.PRE_PARTITIONING)
+    first.append(relay.transform.MergeComposite(partitioner._pattern_table()))
+    if partitioner.merge_compiler_regions:
+        first += [
+            relay.transform.AnnotateTarget(backend.target_name),
+            relay.transform.MergeCompilerRegions(),
+            relay.transform.PartitionGraph(),
+        ]
+        mod = tvm.transform.Sequential(first)(mod)
+    else:
+        mod = tvm.transform.Sequential(first)(mod)
+        mod = outline_composites(mod, backend.target_name)
+    mod = tvm.transform.Sequential(_passes(partitioner, PassPhase.POST_PARTITIONING_0))(mod)
+    for gvar, func in mod.functions.items():
+        mod.update_func(gvar, relay.transform.Defunctionalization(func, mod))
+    return tvm.transform.Sequential(_passes(partitioner, PassPhase.POST_PARTITIONING_1))(mod)
