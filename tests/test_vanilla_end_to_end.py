@@ -115,6 +115,21 @@ def test_module_name_is_followed(tmp_path):
     np.testing.assert_allclose(got, onnx_reference(MODELS / "cnn.onnx", inputs)[0], **TOLERANCE)
 
 
+FAILING_KERNEL = b"""#include "vanilla_accelerator.h"
+int32_t vanilla_conv2dnchw(float* i, float* w, float* r, int oc, int iw, int ih, int ic, int kh, int kw) {
+  return 7;
+}
+int32_t vanilla_conv2dnchw_clamp(float* i, float* w, float* r, int oc, int iw, int ih, int ic, int kh, int kw,
+                                 float lo, float hi) {
+  return 7;
+}
+int32_t vanilla_conv2dnchw_bias_clamp(float* i, float* w, float* b, float* r, int oc, int iw, int ih, int ic,
+                                      int kh, int kw, float lo, float hi) {
+  return 7;
+}
+"""
+
+
 def test_kernel_failure_stops_inference(cnn_mlf, tmp_path):
     """A kernel reporting an error makes the model fail instead of returning wrong numbers."""
     failing = tmp_path / "failing.tar"
@@ -122,8 +137,7 @@ def test_kernel_failure_stops_inference(cnn_mlf, tmp_path):
         for member in source.getmembers():
             data = source.extractfile(member).read() if member.isfile() else None
             if member.name.endswith("vanilla_accelerator.c"):
-                data = b'#include "vanilla_accelerator.h"\nint32_t vanilla_conv2dnchw(float* i, float* w, float* r,' \
-                       b' int oc, int iw, int ih, int ic, int kh, int kw) { return 7; }\n'
+                data = FAILING_KERNEL
                 member.size = len(data)
             target.addfile(member, io.BytesIO(data) if data is not None else None)
     program = build(failing, tmp_path / "b")

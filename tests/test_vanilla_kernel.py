@@ -15,7 +15,8 @@ def vanilla(tmp_path_factory):
     library = tmp_path_factory.mktemp("kernel") / "libvanilla.so"
     subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", str(library), str(KERNEL)], check=True)
     lib = ctypes.CDLL(str(library))
-    lib.vanilla_conv2dnchw.restype = ctypes.c_int32
+    for name in ("vanilla_conv2dnchw", "vanilla_conv2dnchw_bias_clamp", "vanilla_conv2dnchw_clamp"):
+        getattr(lib, name).restype = ctypes.c_int32
     return lib
 
 
@@ -61,9 +62,35 @@ def test_is_deterministic(vanilla):
     assert first.tobytes() == second.tobytes()
 
 
+@pytest.mark.parametrize("bias,lo,hi", [(True, 0.0, 6.0), (True, -3.4e38, 3.4e38), (False, 0.0, 3.4e38), (False, -1.0, 0.5)])
+def test_output_stage(vanilla, bias, lo, hi):
+    rng = np.random.default_rng(5)
+    ifmap = rng.standard_normal((3, 6, 5)).astype(np.float32)
+    weights = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    result = np.empty((4, 6, 5), np.float32)
+    f = lambda a: a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    sizes = (4, 5, 6, 3, 3, 3)
+    bounds = (ctypes.c_float(lo), ctypes.c_float(hi))
+    if bias:
+        status = vanilla.vanilla_conv2dnchw_bias_clamp(f(ifmap), f(weights), f(b), f(result), *sizes, *bounds)
+    else:
+        status = vanilla.vanilla_conv2dnchw_clamp(f(ifmap), f(weights), f(result), *sizes, *bounds)
+    assert status == 0
+    expected = numpy_conv_same(ifmap, weights) + (b[:, None, None] if bias else 0)
+    np.testing.assert_allclose(result, np.clip(expected, lo, hi), rtol=1e-5, atol=1e-4)
+
+
 def test_rejects_what_it_cannot_compute(vanilla):
     ifmap = np.ones((1, 4, 4), np.float32)
     result = np.full((1, 4, 4), 5.0, np.float32)
     assert _call(vanilla, ifmap, np.ones((1, 1, 2, 2), np.float32), result) == 1  # even kernel
     assert _call(vanilla, None, np.ones((1, 1, 3, 3), np.float32), result) == 1  # NULL ifmap
+    f = lambda a: a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    w = np.ones((1, 1, 3, 3), np.float32)
+    bounds = (ctypes.c_float(1.0), ctypes.c_float(0.0))  # lo > hi
+    assert vanilla.vanilla_conv2dnchw_clamp(f(ifmap), f(w), f(result), 1, 4, 4, 1, 3, 3, *bounds) == 1
+    no_bias = vanilla.vanilla_conv2dnchw_bias_clamp(f(ifmap), f(w), None, f(result), 1, 4, 4, 1, 3, 3,
+                                                   ctypes.c_float(0.0), ctypes.c_float(1.0))
+    assert no_bias == 1
     assert np.all(result == 5.0), "result must be untouched on error"

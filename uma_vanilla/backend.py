@@ -3,7 +3,7 @@ from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from .codegen import gen_includes
-from .passes import VanillaAcceleratorConv2DPass, convert_to_kernel_layout
+from .passes import VanillaAcceleratorConv2DPass, nchw_layout_pass
 from .patterns import conv2d_pattern, why_not_offloaded
 
 
@@ -15,20 +15,20 @@ class VanillaAcceleratorBackend(UMABackend):
         super().__init__(merge_compiler_regions=False)
         # The MAC array's window buffer holds kernels up to this size.
         self._register_target_attr("max_kernel_size", default=7)
-        self._register_relay_pass(PassPhase.PRE_PARTITIONING, convert_to_kernel_layout)
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, nchw_layout_pass(self._offloadable))
         self._register_pattern("conv2d", conv2d_pattern(), self._offloadable)
         self._register_tir_pass(PassPhase.TIR_PHASE_0, VanillaAcceleratorConv2DPass())
         self._register_codegen(fmt="c", includes=gen_includes)
 
-    def _offloadable(self, conv) -> bool:
-        return self.rejection_reason(conv) is None
+    def _max_kernel_size(self) -> int:
+        return int(getattr(self, "target_attrs", self._target_attrs)["max_kernel_size"])
 
-    def rejection_reason(self, conv):
-        """Why a conv2d stays on the CPU (None if Vanilla takes it); shown in the offload report."""
-        if conv.op.name != "nn.conv2d":
-            return None
-        attrs = getattr(self, "target_attrs", self._target_attrs)
-        return why_not_offloaded(conv, int(attrs["max_kernel_size"]))
+    def _offloadable(self, matched) -> bool:
+        return why_not_offloaded(matched, self._max_kernel_size()) is None
+
+    def rejection_reason(self, call):
+        """Why a conv2d stays on the CPU; shown in the offload report."""
+        return why_not_offloaded(call, self._max_kernel_size()) if call.op.name == "nn.conv2d" else None
 
     @property
     def target_name(self):

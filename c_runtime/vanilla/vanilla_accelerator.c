@@ -133,3 +133,32 @@ int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, 
   }
   return VANILLA_OK;
 }
+
+/* The output stage: clamp(conv + bias, lo, hi), one contiguous pass per channel plane. */
+static int32_t output_stage(float* ifmap, float* weights, const float* bias, float* result, int oc, int iw,
+                            int ih, int ic, int kh, int kw, float lo, float hi) {
+  if (!(lo <= hi)) return VANILLA_EINVAL;
+  const int32_t status = vanilla_conv2dnchw(ifmap, weights, result, oc, iw, ih, ic, kh, kw);
+  if (status != VANILLA_OK) return status;
+  const size_t plane = (size_t)ih * (size_t)iw;
+  for (int o = 0; o < oc; ++o) {
+    float* restrict out = result + (size_t)o * plane;
+    const float b = bias != NULL ? bias[o] : 0.0f;
+    for (size_t i = 0; i < plane; ++i) {
+      const float v = out[i] + b;
+      out[i] = v < lo ? lo : (v > hi ? hi : v);
+    }
+  }
+  return VANILLA_OK;
+}
+
+int32_t vanilla_conv2dnchw_bias_clamp(float* ifmap, float* weights, float* bias, float* result, int oc, int iw,
+                                      int ih, int ic, int kh, int kw, float lo, float hi) {
+  if (bias == NULL) return VANILLA_EINVAL;
+  return output_stage(ifmap, weights, bias, result, oc, iw, ih, ic, kh, kw, lo, hi);
+}
+
+int32_t vanilla_conv2dnchw_clamp(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                                 int kh, int kw, float lo, float hi) {
+  return output_stage(ifmap, weights, NULL, result, oc, iw, ih, ic, kh, kw, lo, hi);
+}

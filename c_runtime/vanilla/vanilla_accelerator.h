@@ -17,6 +17,16 @@ extern "C" {
 int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
                            int kh, int kw);
 
+/* The same convolution followed by the output stage: result = clamp(conv + bias[o], lo, hi)
+ * per output channel o (lo = 0, hi = FLT_MAX is ReLU; lo = 0, hi = 6 is ReLU6).
+ * Returns VANILLA_EINVAL also for a NULL bias or lo > hi (or a NaN bound). */
+int32_t vanilla_conv2dnchw_bias_clamp(float* ifmap, float* weights, float* bias, float* result, int oc, int iw,
+                                      int ih, int ic, int kh, int kw, float lo, float hi);
+
+/* The output stage without bias: result = clamp(conv, lo, hi). */
+int32_t vanilla_conv2dnchw_clamp(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                                 int kh, int kw, float lo, float hi);
+
 #ifdef __cplusplus
 }
 #endif
