@@ -35,6 +35,16 @@ class HostProgram:
     inputs: List[Tensor]
     outputs: List[Tensor]
 
+    def filled_inputs(self, fill_mode: str = "random", seed: int = 0) -> Dict[str, np.ndarray]:
+        """Inputs made as ``tvmc run --fill-mode`` makes them (zeros, ones, random)."""
+        rng = np.random.default_rng(seed)
+        make = {
+            "zeros": lambda shape, dtype: np.zeros(shape, dtype),
+            "ones": lambda shape, dtype: np.ones(shape, dtype),
+            "random": lambda shape, dtype: rng.uniform(size=shape).astype(dtype),
+        }[fill_mode]
+        return {t.name: make(t.shape or (t.size // np.dtype(t.dtype).itemsize,), t.dtype) for t in self.inputs}
+
     def run(self, inputs: Mapping[str, np.ndarray], repeat: int = 0) -> Tuple[Dict[str, np.ndarray], float]:
         """Run once on ``inputs`` (by name); returns outputs by name and seconds per run if ``repeat``."""
         work = self.executable.parent / "io"
@@ -97,6 +107,8 @@ def _describe(tree: Path) -> Tuple[str, List[Tensor], List[Tensor]]:
     if len(shapes) == len(outputs):
         for tensor, shape in zip(outputs, shapes):
             tensor.shape = shape
+    for tensor in inputs:
+        tensor.shape = tuple(main.get("input_shapes", {}).get(tensor.name, ()))
     return prefix, inputs, outputs
 
 

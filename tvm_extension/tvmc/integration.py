@@ -20,7 +20,7 @@ _installed = False
 
 
 def _extension_backends():
-    return [entry["backend"] for entry in registry.EXTENSION_CODEGENS.values()]
+    return [entry["backend"] for entry in registry.extension_codegens().values()]
 
 
 def install(tvmc):
@@ -58,7 +58,7 @@ def install(tvmc):
         if isinstance(target_text, str) and target_text.strip() and not _is_file_or_json(target, target_text):
             try:
                 target_text = arguments.complete_target(
-                    target_text, Target.list_kinds(), names(), list(registry.EXTENSION_CODEGENS)
+                    target_text, Target.list_kinds(), names(), list(registry.extension_codegens())
                 )
             except LookupError as err:
                 raise tvmc.TVMCException(str(err)) from None
@@ -74,8 +74,44 @@ def install(tvmc):
     if model.export_model_library_format is None:
         model.export_model_library_format = export_model_library_format
 
+    from tvm.driver.tvmc import runner
+
+    runner.run_module = _run_mlf_on_host(runner.run_module, tvmc)
+    tvmc.run = runner.run_module
+
     main.register_parser(_document_extension_flag)
     main._main = _two_phase_main(main._main, builtin, tvmc)
+
+
+def _run_mlf_on_host(original_run, tvmc):
+    """``tvmc run --device cpu`` (and ``tvmc.run``) of an MLF: build it with gcc and run it here."""
+
+    @functools.wraps(original_run)
+    def run_module(tvmc_package, device, *args, inputs=None, fill_mode="random", repeat=10, number=10, **kwargs):
+        if getattr(tvmc_package, "type", None) != "mlf" or device != "cpu":
+            return original_run(tvmc_package, device, *args, inputs=inputs, fill_mode=fill_mode,
+                                repeat=repeat, number=number, **kwargs)
+        import tempfile  # pylint: disable=import-outside-toplevel
+
+        from tvm_extension.mlf import HostBuildError, build  # pylint: disable=import-outside-toplevel
+
+        with tempfile.TemporaryDirectory(prefix="tvmc-run-") as work:
+            try:
+                program = build(tvmc_package.package_path, work)
+                feeds = program.filled_inputs(fill_mode)
+                feeds.update(dict(inputs or {}))
+                times = []
+                outputs = None
+                for _ in range(max(1, repeat)):
+                    outputs, seconds = program.run(feeds, repeat=max(1, number))
+                    times.append(seconds)
+            except HostBuildError as err:
+                raise tvmc.TVMCException(str(err)) from None
+        from tvm.runtime.module import BenchmarkResult  # pylint: disable=import-outside-toplevel
+
+        return tvmc.TVMCResult(outputs, BenchmarkResult(times))
+
+    return run_module
 
 
 def _is_file_or_json(target_module, text):
@@ -100,7 +136,7 @@ def _two_phase_main(original_main, builtin, tvmc):
         try:
             argv, paths = arguments.split_extension_args(argv)
             registry.load_extensions(paths, builtin)
-            argv = arguments.with_embedded_defaults(argv, list(registry.EXTENSION_CODEGENS))
+            argv = arguments.with_embedded_defaults(argv, list(registry.extension_codegens()))
         except (ValueError, api.ExtensionError, uma.BackendError) as err:
             sys.stderr.write(f"Error: {err}\n")
             return 4

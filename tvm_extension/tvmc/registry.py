@@ -17,7 +17,7 @@ from tvm_extension import api, uma
 
 logger = logging.getLogger("TVMC")
 
-EXTENSION_CODEGENS: Dict[str, dict] = {}
+_ENTRIES: Dict[str, dict] = {}
 _loaded_paths = set()
 _implicit_done = False
 
@@ -64,17 +64,20 @@ def _pipeline(backend):
     return partition
 
 
+def extension_codegens() -> Dict[str, dict]:
+    """TVMC codegen entries of every registered UMA backend (from extensions or ``backend.register()``)."""
+    for name, backend in uma.registered_backends().items():
+        if name not in _ENTRIES or _ENTRIES[name]["backend"] is not backend:
+            _ENTRIES[name] = {"config_key": None, "pass_pipeline": _pipeline(backend), "backend": backend}
+    return dict(_ENTRIES)
+
+
 def add_backend(backend, builtin_names: Iterable[str]):
     if backend.target_name in builtin_names:
         raise api.ExtensionError(
             f"target '{backend.target_name}' clashes with TVMC's built-in codegen of that name: rename the backend"
         )
-    backend = uma.register_backend(backend)
-    EXTENSION_CODEGENS[backend.target_name] = {
-        "config_key": None,
-        "pass_pipeline": _pipeline(backend),
-        "backend": backend,
-    }
+    uma.register_backend(backend)
 
 
 def load_extensions(paths: Iterable[str] = (), builtin_names: Iterable[str] = ()):
@@ -107,14 +110,15 @@ def merge_into(composite_target):
 
     def get_codegen_names():
         _load_implicit(builtin)
-        return list(builtin) + [n for n in EXTENSION_CODEGENS if n not in builtin]
+        return list(builtin) + [n for n in extension_codegens() if n not in builtin]
 
     def get_codegen_by_target(name):
         _load_implicit(builtin)
         if name in builtin:
             return builtin[name]
-        if name in EXTENSION_CODEGENS:
-            return EXTENSION_CODEGENS[name]
+        extensions = extension_codegens()
+        if name in extensions:
+            return extensions[name]
         raise composite_target.TVMCException(f"Composite target {name} is not defined in TVMC.")
 
     get_codegen_names.__doc__ = composite_target.get_codegen_names.__doc__
