@@ -2,7 +2,7 @@
 
     python examples/benchmark.py [MODEL ...] [--compile-repeat N] [--runs N]
 
-For each real model (examples/model_zoo.py) both builds go through TVM's own tvmc to an
+For the conv-heavy example network and each real model (examples/model_zoo.py) both builds go through TVM's own tvmc to an
 AOT MLF (same executor, runtime and pass options), are built with the same gcc flags and
 run on the same input:
 
@@ -34,6 +34,7 @@ TVMC = Path(sys.executable).parent / "tvmc"
 EMBEDDED = ["--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api", "1",
             "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
 MODELS = {
+    "vgg": {"input": (1, 3, 48, 48)},  # examples/models/vgg.onnx, conv-heavy
     "blazeface": {"input": (1, 128, 128, 3)},
     "kws_on_off_float32": {"serving_default_input_1:0": (1, 98, 1, 104)},
     "mtcnn_pnet": {"input_1": (1, 24, 24, 3)},
@@ -72,7 +73,8 @@ def memory(mlf):
 
 def measure(name, compile_repeat, runs, work):
     shapes = MODELS[name]
-    model = fetch(name)
+    local = Path(__file__).resolve().parent / "models" / f"{name}.onnx"
+    model = local if local.is_file() else fetch(name)
     times = {kind: [] for kind in BUILDS}
     for _ in range(compile_repeat):
         for kind in BUILDS:

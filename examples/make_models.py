@@ -2,7 +2,9 @@
 
 * ``models/conv2d.onnx``: one 3x3 same-padded Conv2D, the tutorial's offload in isolation;
 * ``models/cnn.onnx``: a small CNN mixing offloadable convs (stride 1, same padding) with
-  layers that stay on the CPU (a strided conv, bias, ReLU, max pooling, a dense layer).
+  layers that stay on the CPU (a strided conv, bias, ReLU, max pooling, a dense layer);
+* ``models/vgg.onnx``: a conv-heavy VGG-style network (48x48 input, 17 M MACs in 3x3 convs),
+  for the benchmark.
 """
 from pathlib import Path
 
@@ -64,8 +66,30 @@ def cnn_model():
     return _model(nodes, inits, [1, 3, 16, 16], [1, 10], "cnn")
 
 
+def vgg_model():
+    rng = np.random.default_rng(3)
+    nodes, inits, x = [], [], "input"
+    channels = [(3, 16), (16, 16), "pool", (16, 32), (32, 32), "pool", (32, 64), "pool"]
+    for i, stage in enumerate(channels):
+        if stage == "pool":
+            nodes.append(helper.make_node("MaxPool", [x], [f"p{i}"], kernel_shape=[2, 2], strides=[2, 2]))
+            x = f"p{i}"
+            continue
+        cin, cout = stage
+        inits += [_weights(rng, f"w{i}", (cout, cin, 3, 3)),
+                  numpy_helper.from_array((rng.standard_normal(cout) * 0.1).astype(np.float32), f"b{i}")]
+        nodes += [helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"c{i}"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+        x = f"r{i}"
+    nodes += [helper.make_node("Flatten", [x], ["flat"]), helper.make_node("Gemm", ["flat", "wd", "bd"], ["output"], transB=1)]
+    inits += [_weights(rng, "wd", (10, 64 * 6 * 6)),
+              numpy_helper.from_array(np.zeros(10, np.float32), "bd")]
+    return _model(nodes, inits, [1, 3, 48, 48], [1, 10], "vgg")
+
+
 if __name__ == "__main__":
     HERE.mkdir(exist_ok=True)
     onnx.save(conv2d_model(), HERE / "conv2d.onnx")
     onnx.save(cnn_model(), HERE / "cnn.onnx")
-    print(f"wrote {HERE / 'conv2d.onnx'} and {HERE / 'cnn.onnx'}")
+    onnx.save(vgg_model(), HERE / "vgg.onnx")
+    print(f"wrote conv2d.onnx, cnn.onnx and vgg.onnx in {HERE}")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import tvm
+from tvm import relay
 from tvm.relay.backend import Executor
 
 from . import lower
@@ -52,8 +53,25 @@ def backend_includes(backend) -> str:
     return relocate_includes(hook()) if hook is not None else ""
 
 
+# (backend, target attributes, function structure) -> (symbol, C source): offloaded functions
+# of the same shape and attributes print the same C but for their name.
+_SOURCES = {}
+
+
 def compile_function(backend, func) -> tvm.runtime.Module:
     """``relay.ext.<target>``: one partitioned Relay function -> one C source module."""
+    symbol = str(func.attrs["global_symbol"])
+    attrs = tuple(sorted((getattr(backend, "target_attrs", None) or backend._target_attrs).items()))
+    key = (id(backend), attrs, tvm.ir.structural_hash(relay.Function(func.params, func.body, func.ret_type)))
+    if key not in _SOURCES:
+        _SOURCES[key] = (symbol, _print_c(backend, func))
+    cached_symbol, source = _SOURCES[key]
+    source = re.sub(rf"\b{re.escape(cached_symbol)}\b", symbol, source)
+    create = tvm.get_global_func("runtime.CSourceModuleCreate")
+    return create(source, "c", [symbol], [])
+
+
+def _print_c(backend, func) -> str:
     ir_mod = lower.lower_to_tir(backend, func)
     # The AOT executor calls offloaded functions with plain pointers (unpacked API).
     ir_mod = ir_mod.with_attr("executor", Executor("aot", {"unpacked-api": True, "interface-api": "c"}))
@@ -70,7 +88,4 @@ def compile_function(backend, func) -> tvm.runtime.Module:
         disabled_pass=outer.disabled_pass,
     ):
         built = tvm.build(ir_mod, target="c")
-    symbol = str(func.attrs["global_symbol"])
-    source = f"// offloaded to {backend.target_name}\n{backend_includes(backend)}\n{built.get_source()}"
-    create = tvm.get_global_func("runtime.CSourceModuleCreate")
-    return create(source, "c", [symbol], [])
+    return f"// offloaded to {backend.target_name}\n{backend_includes(backend)}\n{built.get_source()}"

@@ -59,6 +59,8 @@ class _OffloadLayout(ExprMutator):
     def __init__(self, accepts, data_layout, kernel_layout):
         super().__init__()
         self.accepts, self.layout, self.kernel_layout = accepts, data_layout, kernel_layout
+        self.answers = {}  # the backend's answer per conv shape and attributes
+        self.channels = {}  # converted expression -> its channel count
 
     def _to_kernel_layout(self, expr, model_layout):
         if _is_back_transform(expr, self.layout) and expr.attrs.dst_layout == model_layout:
@@ -82,7 +84,7 @@ class _OffloadLayout(ExprMutator):
         if back is not None and name in _ELEMENTWISE_AFTER:
             inner, model_layout = new.args[0].args[0], new.args[0].attrs.dst_layout
             moved = relay.Call(new.op, [inner], new.attrs, new.type_args, new.span)
-            return relay.layout_transform(moved, self.layout, model_layout)
+            return self._back_to(moved, model_layout, self.channels[inner])
         return new
 
     def _conv(self, conv, data_type):
@@ -104,23 +106,30 @@ class _OffloadLayout(ExprMutator):
 
         # Ask the backend about the converted conv, typed on its own (the predicate reads types).
         shape = [data_type.shape[model_layout.index(axis)] for axis in self.layout]
-        data = relay.var("data", relay.TensorType(shape, data_type.dtype))
-        probe = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([data], converted(data))))
-        if not self.accepts(probe["main"].body):
+        key = (str(relay.TensorType(shape, data_type.dtype)), weight.data.shape, str(attrs))
+        if key not in self.answers:
+            data = relay.var("data", relay.TensorType(shape, data_type.dtype))
+            probe = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([data], converted(data))))
+            self.answers[key] = self.accepts(probe["main"].body)
+        if not self.answers[key]:
             return conv
-        return relay.layout_transform(converted(self._to_kernel_layout(conv.args[0], model_layout)), self.layout,
-                                      model_layout)
+        out = converted(self._to_kernel_layout(conv.args[0], model_layout))
+        return self._back_to(out, model_layout, int(weight.data.shape[self.kernel_layout.index("O")]))
+
+    def _back_to(self, expr, model_layout, channels):
+        self.channels[expr] = channels
+        return relay.layout_transform(expr, self.layout, model_layout)
 
     def _bias(self, add):
         inner, model_layout = add.args[0].args[0], add.args[0].attrs.dst_layout
-        channels = int(relay.transform.InferTypeLocal(inner).shape[self.layout.index("C")])
+        channels = self.channels[inner]
         axis = int(add.attrs.axis) if add.op.name == "nn.bias_add" else None
         bias = _per_channel(add.args[1].data.numpy(), model_layout, channels, axis)
         if bias is None:
             return add  # not one value per channel: leave it in the model's layout
         shape = [channels if a == "C" else 1 for a in self.layout]
         moved = relay.add(inner, relay.const(bias.reshape(shape)))
-        return relay.layout_transform(moved, self.layout, model_layout)
+        return self._back_to(moved, model_layout, channels)
 
 
 def offload_layout_pass(
