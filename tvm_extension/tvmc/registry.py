@@ -57,7 +57,7 @@ def _pipeline(backend):
         except uma.BackendError as err:
             raise TVMCException(str(err)) from None
         mod = backend.partition(mod, params)
-        print(uma.offload_report(backend, mod), flush=True)
+        print(backend.offload_report, flush=True)
         return _rename_partitions(mod, mod_name or "default", backend.target_name)
 
     partition.__name__ = f"partition_for_{backend.target_name}"

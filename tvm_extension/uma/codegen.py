@@ -62,7 +62,8 @@ def compile_function(backend, func) -> tvm.runtime.Module:
     """``relay.ext.<target>``: one partitioned Relay function -> one C source module."""
     symbol = str(func.attrs["global_symbol"])
     attrs = tuple(sorted((getattr(backend, "target_attrs", None) or backend._target_attrs).items()))
-    key = (id(backend), attrs, tvm.ir.structural_hash(relay.Function(func.params, func.body, func.ret_type)))
+    # Everything but the name: attributes may carry parameters (e.g. quantization).
+    key = (id(backend), attrs, tvm.ir.structural_hash(func.with_attr("global_symbol", "")))
     if key not in _SOURCES:
         _SOURCES[key] = (symbol, _print_c(backend, func))
     cached_symbol, source = _SOURCES[key]

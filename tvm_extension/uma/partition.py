@@ -16,6 +16,8 @@ from tvm.relay.build_module import bind_params_by_name
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.expr_functor import ExprMutator
 
+from .report import offload_report
+
 
 def _passes(partitioner, phase):
     return [p for ph, p in partitioner._relay_passes if ph == phase]
@@ -74,6 +76,7 @@ def partition(backend, mod: tvm.IRModule, params=None) -> tvm.IRModule:
     else:
         mod = tvm.transform.Sequential(first)(mod)
         mod = outline_composites(mod, backend.target_name)
+    backend.offload_report = offload_report(backend, mod)
     mod = tvm.transform.Sequential(_passes(partitioner, PassPhase.POST_PARTITIONING_0))(mod)
     for gvar, func in mod.functions.items():
         mod.update_func(gvar, relay.transform.Defunctionalization(func, mod))

@@ -10,7 +10,7 @@ from typing import Counter, Set
 
 import tvm
 from tvm import relay
-from tvm.relay.dataflow_pattern import CallPattern, ExprPattern
+from tvm.relay.dataflow_pattern import AltPattern, CallPattern, ExprPattern
 
 
 @dataclasses.dataclass
@@ -40,7 +40,10 @@ def pattern_ops(backend) -> Set[str]:
     names = set()
 
     def visit(pattern):
-        if isinstance(pattern, CallPattern):
+        if isinstance(pattern, AltPattern):
+            visit(pattern.left)
+            visit(pattern.right)
+        elif isinstance(pattern, CallPattern):
             if isinstance(pattern.op, ExprPattern) and isinstance(pattern.op.expr, tvm.ir.Op):
                 names.add(pattern.op.expr.name)
             for arg in pattern.args:
@@ -60,7 +63,11 @@ def _op_calls(expr):
 
 
 def offload_report(backend, mod: tvm.IRModule) -> OffloadReport:
-    """Count, in a partitioned module, what runs on ``backend`` and what stays on the CPU."""
+    """Count, in a partitioned module, what runs on ``backend`` and what stays on the CPU.
+
+    ``partition`` leaves the report of the module as partitioned (before the backend's
+    post-partitioning passes rewrite the offloaded functions) in ``backend.offload_report``.
+    """
     name = backend.target_name
     report = OffloadReport(name)
     candidates = pattern_ops(backend)
@@ -77,6 +84,7 @@ def offload_report(backend, mod: tvm.IRModule) -> OffloadReport:
             for call in _op_calls(func.body):
                 report.on_cpu[call.op.name] += 1
                 if call.op.name in candidates:
-                    why = (explain(call) if explain else None) or "pattern did not match"
-                    report.not_offloaded[(call.op.name, why)] += 1
+                    why = explain(call) if explain else "pattern did not match"
+                    if why:
+                        report.not_offloaded[(call.op.name, why)] += 1
     return report

@@ -1,0 +1,29 @@
+"""UMA backend for QVanilla, the int8 accelerator."""
+from tvm.relay.backend.contrib.uma.api.utils import PassPhase
+from tvm.relay.backend.contrib.uma.backend import UMABackend
+
+from .codegen import gen_includes
+from .passes import QVanillaConv2DPass, prepare_quantized_conv
+from .patterns import conv_problem, qconv2d_pattern, why_not_offloaded
+
+
+class QVanillaBackend(UMABackend):
+    """UMA backend for QVanilla."""
+
+    def __init__(self):
+        # One kernel call per quantized conv: regions must not merge.
+        super().__init__(merge_compiler_regions=False)
+        self._register_pattern("qconv2d", qconv2d_pattern(), lambda root: why_not_offloaded(root) is None)
+        self._register_relay_pass(PassPhase.POST_PARTITIONING_1, prepare_quantized_conv)
+        self._register_tir_pass(PassPhase.TIR_PHASE_0, QVanillaConv2DPass())
+        self._register_codegen(fmt="c", includes=gen_includes)
+
+    def rejection_reason(self, call):
+        """Why a qnn.conv2d stays on the CPU; shown in the offload report."""
+        if call.op.name != "qnn.conv2d":
+            return None
+        return conv_problem(call)
+
+    @property
+    def target_name(self):
+        return "qvanilla"

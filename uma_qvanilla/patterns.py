@@ -1,0 +1,69 @@
+"""The quantized Conv2D chains TVM's frontends produce, offloaded as one kernel call each.
+
+TFLite int8: qnn.conv2d -> nn.bias_add -> qnn.requantize -> clip (the fused activation).
+"""
+from typing import Optional
+
+import numpy as np
+from tvm.relay.dataflow_pattern import is_constant, is_op, wildcard
+
+
+def qconv2d_pattern():
+    conv = is_op("qnn.conv2d")(wildcard(), is_constant(), is_constant(), is_constant(), is_constant(), is_constant())
+    biased = conv.optional(lambda x: is_op("nn.bias_add")(x, is_constant()) | is_op("add")(x, is_constant()))
+    requant = is_op("qnn.requantize")(biased, is_constant(), is_constant(), is_constant(), is_constant())
+    return requant.optional(lambda x: is_op("clip")(x))
+
+
+def split_chain(root):
+    """{op name: call} of a matched chain, from the root back to qnn.conv2d."""
+    parts, call = {}, root
+    while True:
+        parts[call.op.name] = call
+        if call.op.name == "qnn.conv2d":
+            return parts
+        call = call.args[0]
+
+
+def _scalar(const) -> bool:
+    return const.data.numpy().size == 1
+
+
+def conv_problem(conv) -> Optional[str]:
+    """None when QVanilla can compute this qnn.conv2d, else why not."""
+    attrs = conv.attrs
+    data, weight = conv.args[0].checked_type, conv.args[1].checked_type
+    if int(attrs.groups) != 1:
+        return "grouped/depthwise"
+    if attrs.data_layout != "NHWC" or attrs.kernel_layout != "HWIO":
+        return f"layout {attrs.data_layout}/{attrs.kernel_layout} (needs NHWC/HWIO)"
+    if data.dtype != "int8" or weight.dtype != "int8":
+        return f"dtype {data.dtype}/{weight.dtype} (needs int8)"
+    if [int(d) for d in attrs.dilation] != [1, 1]:
+        return "dilation"
+    if int(data.shape[0]) != 1:
+        return "batch is not 1"
+    if not (_scalar(conv.args[2]) and _scalar(conv.args[3])):
+        return "per-channel zero points"
+    return None
+
+
+def why_not_offloaded(root) -> Optional[str]:
+    """None when QVanilla computes this chain (conv, bias, requantize, clamp), else why not."""
+    parts = split_chain(root)
+    if "qnn.requantize" not in parts:
+        return "no requantize to int8 after it"
+    conv, requant = parts["qnn.conv2d"], parts["qnn.requantize"]
+    weight = conv.args[1].checked_type
+    problem = conv_problem(conv)
+    if problem:
+        return problem
+    if requant.attrs.out_dtype != "int8":
+        return f"requantize to {requant.attrs.out_dtype} (needs int8)"
+    if int(np.asarray(requant.args[2].data.numpy()).reshape(-1)[0]) != 0 or not _scalar(requant.args[2]):
+        return "requantize input zero point is not 0"
+    if not requant.args[1].data.numpy().size in (1, int(weight.shape[3])) or int(requant.attrs.axis) not in (-1, 3):
+        return "requantize scales are not per output channel"
+    if str(requant.attrs.rounding) not in ("None", "UPWARD"):
+        return f"rounding {requant.attrs.rounding}"
+    return None
