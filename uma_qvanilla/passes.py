@@ -11,7 +11,7 @@ import tvm
 from tvm import relay, tir
 
 from . import quantization
-from .patterns import split_chain
+from .patterns import lower_clamps, split_chain
 
 TARGET = "qvanilla"
 ATTR = "QVanilla"  # function attribute holding the kernel's scalar parameters
@@ -35,6 +35,8 @@ def _prepare(func: relay.Function) -> relay.Function:
     act_min, act_max = quantization.activation_range(
         clip.attrs.a_min if clip else None, clip.attrs.a_max if clip else None
     )
+    if "maximum" in parts:  # ReLU before requantizing (ONNX QDQ)
+        act_min = max(act_min, lower_clamps(parts)[0])
     attrs = conv.attrs
     pad_top, pad_left, _, _ = [int(p) for p in attrs.padding]
     scalars = {

@@ -1,6 +1,7 @@
 """The quantized Conv2D chains TVM's frontends produce, offloaded as one kernel call each.
 
 TFLite int8: qnn.conv2d -> nn.bias_add -> qnn.requantize -> clip (the fused activation).
+ONNX QDQ (after FakeQuantizationToInteger): qnn.conv2d -> nn.bias_add -> maximum (ReLU) -> qnn.requantize.
 """
 from typing import Optional
 
@@ -11,7 +12,8 @@ from tvm.relay.dataflow_pattern import is_constant, is_op, wildcard
 def qconv2d_pattern():
     conv = is_op("qnn.conv2d")(wildcard(), is_constant(), is_constant(), is_constant(), is_constant(), is_constant())
     biased = conv.optional(lambda x: is_op("nn.bias_add")(x, is_constant()) | is_op("add")(x, is_constant()))
-    requant = is_op("qnn.requantize")(biased, is_constant(), is_constant(), is_constant(), is_constant())
+    relu = biased.optional(lambda x: is_op("maximum")(x, is_constant()))
+    requant = is_op("qnn.requantize")(relu, is_constant(), is_constant(), is_constant(), is_constant())
     return requant.optional(lambda x: is_op("clip")(x))
 
 
@@ -26,11 +28,15 @@ def split_chain(root):
 
 
 def _scalar(const) -> bool:
-    return const.data.numpy().size == 1
+    """One value (possibly repeated per channel, as FakeQuantizationToInteger leaves zero points)."""
+    values = const.data.numpy().reshape(-1)
+    return bool(np.all(values == values[0]))
 
 
 def conv_problem(conv) -> Optional[str]:
     """None when QVanilla can compute this qnn.conv2d, else why not."""
+    if conv.op.name != "qnn.conv2d":
+        return "not a quantized conv2d"
     attrs = conv.attrs
     data, weight = conv.args[0].checked_type, conv.args[1].checked_type
     if int(attrs.groups) != 1:
@@ -60,6 +66,8 @@ def why_not_offloaded(root) -> Optional[str]:
         return problem
     if requant.attrs.out_dtype != "int8":
         return f"requantize to {requant.attrs.out_dtype} (needs int8)"
+    if "maximum" in parts and len(set(lower_clamps(parts))) != 1:
+        return "ReLU threshold differs per channel"
     if int(np.asarray(requant.args[2].data.numpy()).reshape(-1)[0]) != 0 or not _scalar(requant.args[2]):
         return "requantize input zero point is not 0"
     if not requant.args[1].data.numpy().size in (1, int(weight.shape[3])) or int(requant.attrs.axis) not in (-1, 3):
@@ -67,3 +75,15 @@ def why_not_offloaded(root) -> Optional[str]:
     if str(requant.attrs.rounding) not in ("None", "UPWARD"):
         return f"rounding {requant.attrs.rounding}"
     return None
+
+
+def lower_clamps(parts):
+    """Per channel, the int8 value ``maximum(acc, c)`` before requantizing clamps to."""
+    from .quantization import channel_params, requantize  # pylint: disable=import-outside-toplevel
+
+    requant = parts["qnn.requantize"]
+    channels = int(parts["qnn.conv2d"].checked_type.shape[-1 if parts["qnn.conv2d"].attrs.data_layout == "NHWC" else 1])
+    params = channel_params(None, requant.args[1].data.numpy(), requant.args[3].data.numpy(), channels)
+    threshold = np.broadcast_to(parts["maximum"].args[1].data.numpy().reshape(-1), (channels,))
+    zp = int(np.asarray(requant.args[4].data.numpy()).reshape(-1)[0])
+    return [requantize(int(t), int(m), int(s)) + zp for t, m, s in zip(threshold, params[1], params[2])]

@@ -11,7 +11,9 @@ weight_scale[o] as the frontend folded it, float32) exactly as TVM's qnn.requant
 round half away from zero; a significand rounding up to 2^31 is halved and shift raised by one).
 ``round_up`` adds 2^(30 - min(shift, 0)) before the arithmetic right shift, i.e. ties round
 towards +infinity, in 64-bit arithmetic.  ReLU and ReLU6 arrive as a clip on the int8 output,
-which becomes ``act_min``/``act_max``.
+which becomes ``act_min``/``act_max``.  ONNX QDQ models, once TVM's FakeQuantizationToInteger
+has made them integer, carry ReLU as ``maximum(acc, c)`` before requantizing; requantizing is
+monotonic, so that too is a lower clamp: ``act_min = requant(c) + output_zp``.
 """
 import math
 from typing import Tuple
@@ -29,6 +31,13 @@ def fixed_point_multiplier(ratio: float) -> Tuple[int, int]:
         rounded //= 2
         exponent += 1
     return int(rounded), int(exponent)
+
+
+def requantize(acc: int, multiplier: int, shift: int) -> int:
+    """The kernel's (and TVM's) fixed-point multiply of one int32 value, in Python integers."""
+    left, right = max(shift, 0), 31 - min(shift, 0)
+    value = ((acc << left) * multiplier + (1 << (right - 1))) >> right
+    return max(-(1 << 31), min((1 << 31) - 1, value))
 
 
 def channel_params(bias, requant_input_scale, output_scale, channels: int) -> np.ndarray:

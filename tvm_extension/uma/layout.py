@@ -4,7 +4,7 @@ TFLite graphs are NHWC; a kernel written for NCHW must not see its convolutions 
 inlined loops because the layout did not match.  ``offload_layout_pass`` converts exactly
 the convolutions the backend accepts (asked through ``accepts``, on the converted call) to
 the kernel's layout, and carries the conversion through what follows them per channel
-(bias, ReLU, clip) so that:
+(bias, ReLU, clip, maximum, qnn.requantize) so that:
 
 * consecutive offloaded convolutions meet without any transpose between them;
 * everything the CPU runs keeps the model's own layout, where TVM's schedules are compact
@@ -76,11 +76,17 @@ class _OffloadLayout(ExprMutator):
             folded = _fold_constant(name, new.args[0].data.numpy(), new.attrs, call.checked_type)
             if folded is not None:
                 return relay.const(folded)
-        if name == "nn.conv2d":
+        if name in ("nn.conv2d", "qnn.conv2d"):
             return self._conv(new, call.args[0].checked_type)
         back = new.args[0] if new.args and _is_back_transform(new.args[0], self.layout) else None
-        if back is not None and name in ("add", "nn.bias_add") and isinstance(new.args[1], relay.Constant):
-            return self._bias(new)
+        if back is not None and name in ("add", "nn.bias_add", "maximum") and isinstance(new.args[1], relay.Constant):
+            return self._per_channel_constant(new)
+        if back is not None and name == "qnn.requantize" and int(new.attrs.axis) in (-1, back.attrs.dst_layout.index("C")):
+            inner, model_layout = back.args[0], back.attrs.dst_layout
+            a = new.attrs
+            moved = relay.qnn.op.requantize(inner, *new.args[1:], axis=self.layout.index("C"), rounding=a.rounding,
+                                            compute_dtype=a.compute_dtype, out_dtype=a.out_dtype)
+            return self._back_to(moved, model_layout, self.channels[inner])
         if back is not None and name in _ELEMENTWISE_AFTER:
             inner, model_layout = new.args[0].args[0], new.args[0].attrs.dst_layout
             moved = relay.Call(new.op, [inner], new.attrs, new.type_args, new.span)
@@ -98,11 +104,14 @@ class _OffloadLayout(ExprMutator):
         weight = relay.const(_permute(weight.data.numpy(), model_kernel, self.kernel_layout))
 
         def converted(data):
-            return relay.nn.conv2d(
-                data, weight, strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation,
+            common = dict(
+                strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation,
                 groups=attrs.groups, channels=attrs.channels, kernel_size=attrs.kernel_size,
                 data_layout=self.layout, kernel_layout=self.kernel_layout, out_dtype=attrs.out_dtype,
             )
+            if conv.op.name == "qnn.conv2d":  # zero points and scales are scalars or per channel
+                return relay.qnn.op.conv2d(data, weight, *conv.args[2:], **common)
+            return relay.nn.conv2d(data, weight, **common)
 
         # Ask the backend about the converted conv, typed on its own (the predicate reads types).
         shape = [data_type.shape[model_layout.index(axis)] for axis in self.layout]
@@ -120,15 +129,16 @@ class _OffloadLayout(ExprMutator):
         self.channels[expr] = channels
         return relay.layout_transform(expr, self.layout, model_layout)
 
-    def _bias(self, add):
-        inner, model_layout = add.args[0].args[0], add.args[0].attrs.dst_layout
+    def _per_channel_constant(self, call):
+        """add / bias_add / maximum with one value per channel (bias, ReLU in the int32 domain)."""
+        inner, model_layout = call.args[0].args[0], call.args[0].attrs.dst_layout
         channels = self.channels[inner]
-        axis = int(add.attrs.axis) if add.op.name == "nn.bias_add" else None
-        bias = _per_channel(add.args[1].data.numpy(), model_layout, channels, axis)
-        if bias is None:
-            return add  # not one value per channel: leave it in the model's layout
-        shape = [channels if a == "C" else 1 for a in self.layout]
-        moved = relay.add(inner, relay.const(bias.reshape(shape)))
+        axis = int(call.attrs.axis) if call.op.name == "nn.bias_add" else None
+        values = _per_channel(call.args[1].data.numpy(), model_layout, channels, axis)
+        if values is None:
+            return call  # not one value per channel: leave it in the model's layout
+        constant = relay.const(values.reshape([channels if a == "C" else 1 for a in self.layout]))
+        moved = relay.maximum(inner, constant) if call.op.name == "maximum" else relay.add(inner, constant)
         return self._back_to(moved, model_layout, channels)
 
 
