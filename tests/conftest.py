@@ -68,8 +68,12 @@ def onnx_reference(model_path, inputs):
     return ReferenceEvaluator(str(model_path)).run(None, inputs)
 
 
-def tvm_cpu_reference(model_path, inputs):
-    """TVM's own CPU build (llvm, x86-64, graph executor) of the same model, loaded as tvmc does."""
+def tvm_cpu_reference(model_path, inputs, integer_graph=False):
+    """TVM's own CPU build (llvm, x86-64, graph executor) of the same model, loaded as tvmc does.
+
+    ``integer_graph``: first turn dequantize/op/quantize (ONNX QDQ) into integer QNN ops with
+    TVM's FakeQuantizationToInteger, the graph an int8 backend offloads.
+    """
     import tvm
     from tvm import relay
     from tvm.contrib import graph_executor
@@ -78,6 +82,8 @@ def tvm_cpu_reference(model_path, inputs):
     shapes = {name: list(value.shape) for name, value in inputs.items()}
     model = tvmc.load(str(model_path), shape_dict=shapes)
     mod, params = model.mod, model.params
+    if integer_graph:
+        mod = relay.transform.FakeQuantizationToInteger()(relay.transform.InferType()(mod))
     with tvm.transform.PassContext(opt_level=3):
         lib = relay.build(mod, target="llvm -mtriple=x86_64-linux-gnu", params=params)
     runtime = graph_executor.GraphModule(lib["default"](tvm.cpu()))

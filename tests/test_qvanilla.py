@@ -1,0 +1,159 @@
+"""The int8 backend: bit-exact with TVM's own CPU build, as close to the framework as TVM is.
+
+For every model: the host-built MLF equals TVM's CPU build of the same graph bit for bit, and
+its largest deviation from the framework's interpreter (TFLite's, ONNX Runtime) is no larger
+than TVM's own.
+"""
+import ctypes
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import (
+    ROOT, VANILLA_EXT, kernel_calls, mlf_sources, onnxruntime_reference, run_tvmc, tflite_reference,
+    tvm_cpu_reference,
+)
+from model_zoo import fetch
+from tvm_extension.mlf import build
+from uma_qvanilla import quantization
+
+
+def compile_and_compare(tmp_path, model, framework_reference, seed=0, integer_graph=False):
+    out = tmp_path / "model.tar"
+    done = run_tvmc("compile", "--target", "qvanilla", "--experimental-tvm-extension", VANILLA_EXT, model,
+                    "-f", "mlf", "-o", out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = re.search(r"\[qvanilla\] offloaded: (.*) in (\d+) functions", done.stdout)
+    offloaded = int(report.group(2))
+    assert offloaded >= 1, done.stdout
+    assert kernel_calls(out, "qvanilla_conv2d_nhwc_s8") == offloaded
+    assert not any("for (" in t for t in mlf_sources(out).values() if "// offloaded to qvanilla" in t)
+
+    program = build(out, tmp_path / "build")
+    rng = np.random.default_rng(seed)
+    inputs = {
+        t.name: rng.integers(-128, 128, t.shape).astype(t.dtype) if t.dtype == "int8"
+        else rng.uniform(-1, 1, t.shape).astype(t.dtype)
+        for t in program.inputs
+    }
+    got = list(program.run(inputs)[0].values())
+    tvm_cpu = tvm_cpu_reference(model, inputs, integer_graph)
+    framework = framework_reference(model, inputs)
+    for g, t, f in zip(got, tvm_cpu, framework):
+        assert g.dtype == t.dtype and np.array_equal(g, t), "not bit-exact with TVM's CPU build"
+        ours, theirs = (float(np.max(np.abs(x.astype(np.float64) - f.astype(np.float64)))) for x in (g, t))
+        assert ours <= theirs, f"deviation from the framework {ours} > TVM's {theirs}"
+    return offloaded
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("name", ["kws_dscnn_int8", "kws_on_off_int8"])
+def test_real_int8_networks(tmp_path, name):
+    compile_and_compare(tmp_path, fetch(name), tflite_reference)
+
+
+def qdq_model(path, per_channel, relu, seed=0):
+    """Conv as ONNX QDQ: DequantizeLinear -> Conv (+bias) [-> Relu] -> QuantizeLinear, int8, NCHW."""
+    rng = np.random.default_rng(seed)
+    cin, cout = 4, 8
+    sx, sy = np.float32(0.05), np.float32(0.2)
+    sw = (rng.uniform(0.005, 0.02, cout) if per_channel else np.array(0.01)).astype(np.float32)
+    inits = [
+        numpy_helper.from_array(np.array(sx), "sx"), numpy_helper.from_array(np.array(3, np.int8), "zx"),
+        numpy_helper.from_array(rng.integers(-127, 128, (cout, cin, 3, 3)).astype(np.int8), "w"),
+        numpy_helper.from_array(sw, "sw"), numpy_helper.from_array(np.zeros(sw.shape, np.int8), "zw"),
+        numpy_helper.from_array(rng.integers(-500, 500, cout).astype(np.int32), "b"),
+        numpy_helper.from_array((sx * sw).astype(np.float32), "sb"), numpy_helper.from_array(np.zeros(sw.shape, np.int32), "zb"),
+        numpy_helper.from_array(np.array(sy), "sy"), numpy_helper.from_array(np.array(-5, np.int8), "zy"),
+    ]
+    axis = dict(axis=0) if per_channel else {}
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"]),
+        helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], **axis),
+        helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bf"], **axis),
+        helper.make_node("Conv", ["xf", "wf", "bf"], ["yf"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+    ]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["yf"], ["yr"]))
+    nodes.append(helper.make_node("QuantizeLinear", ["yr" if relu else "yf", "sy", "zy"], ["y"]))
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.INT8, [1, cin, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, [1, cout, 10, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("per_channel,relu", [(False, False), (True, True)], ids=["per-tensor", "per-channel-relu"])
+def test_onnx_qdq(tmp_path, per_channel, relu):
+    model = qdq_model(tmp_path / "qdq.onnx", per_channel, relu)
+    # TVM's CPU reference is the integer graph FakeQuantizationToInteger makes of the QDQ model
+    # (run as float, a QDQ graph rounds ties as ONNX Runtime does, to even).
+    assert compile_and_compare(tmp_path, model, onnxruntime_reference, integer_graph=True) == 1
+
+
+MAKE_TFLITE = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import tensorflow as tf
+
+    per_channel, path = sys.argv[1] == "per-channel", sys.argv[2]
+    tf.keras.utils.set_random_seed(0)
+    layers = tf.keras.layers
+    model = tf.keras.Sequential([
+        tf.keras.Input((12, 12, 3), batch_size=1),
+        layers.Conv2D(8, 3, padding="same", activation="relu"),                # ReLU
+        layers.Conv2D(8, 3, padding="same", activation=tf.nn.relu6),           # ReLU6
+        layers.Conv2D(16, 3, strides=2, padding="valid"),                      # strided, valid, no activation
+        layers.DepthwiseConv2D(3, padding="same"),                             # stays on the CPU
+        layers.Conv2D(4, 1, activation="relu"),
+    ])
+    data = np.random.default_rng(0).uniform(-1, 1, (64, 1, 12, 12, 3)).astype(np.float32)
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([x] for x in data)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter._experimental_disable_per_channel = not per_channel
+    open(path, "wb").write(converter.convert())
+""")
+
+
+@pytest.mark.parametrize("scales", ["per-channel", "per-tensor"])
+def test_tflite_int8_relu_relu6(tmp_path, scales):
+    script = tmp_path / "make.py"
+    script.write_text(MAKE_TFLITE)
+    model = tmp_path / "model.tflite"
+    done = subprocess.run([sys.executable, str(script), scales, str(model)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert compile_and_compare(tmp_path, model, tflite_reference) == 4
+
+
+def test_requantize_matches_python(tmp_path):
+    library = tmp_path / "libqvanilla.so"
+    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", str(library),
+                    str(ROOT / "c_runtime" / "qvanilla" / "qvanilla.c")], check=True)
+    lib = ctypes.CDLL(str(library))
+    lib.qvanilla_requantize.restype = ctypes.c_int32
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        # The product must fit 64 bits (as in TVM): int8 convs accumulate far below 2^29.
+        acc = int(rng.integers(-(1 << 29), 1 << 29))
+        multiplier, shift = quantization.fixed_point_multiplier(float(rng.uniform(1e-6, 4.0)))
+        assert lib.qvanilla_requantize(acc, multiplier, shift) == quantization.requantize(acc, multiplier, shift)
+    # Ties round upward, as in TVM: 0.5 -> 1, -0.5 -> 0.
+    half = quantization.fixed_point_multiplier(0.5)
+    assert quantization.requantize(1, *half) == 1 and quantization.requantize(-1, *half) == 0
+
+
+def test_fixed_point_multiplier():
+    for ratio in (1.0, 0.5, 0.25 + 1e-9, 3.7e-4, 1.9999999):
+        multiplier, shift = quantization.fixed_point_multiplier(ratio)
+        assert (1 << 30) <= multiplier < (1 << 31)
+        assert abs(multiplier * 2.0 ** (shift - 31) - ratio) <= ratio * 2 ** -30
