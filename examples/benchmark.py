@@ -48,13 +48,13 @@ BUILDS = {
 
 def compile_once(kind, model, shapes, out):
     shape_text = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in shapes.items())
-    command = [str(TVMC), "compile", *BUILDS[kind], *EMBEDDED, "--input-shapes", shape_text,
+    command = [str(TVMC), "compile", *(BUILDS[kind] if isinstance(kind, str) else kind), *EMBEDDED, "--input-shapes", shape_text,
                str(model), "-f", "mlf", "-o", str(out)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"error: {kind} compile of {model.name} failed: {done.stderr.strip().splitlines()[-1]}")
+        raise SystemExit(f"error: compile of {model.name} ({command[2:4]}) failed: {done.stderr.strip().splitlines()[-1]}")
     return seconds
 
 
@@ -95,11 +95,33 @@ def measure(name, compile_repeat, runs, work):
     return row, error
 
 
+QUANTIZED_TWINS = [("kws_on_off_int8", "kws_on_off_float32", {"serving_default_input_1:0": (1, 98, 1, 104)})]
+QVANILLA = ["--target", "qvanilla", "--experimental-tvm-extension", str(EXT)]
+
+
+def int8_compile_ratios(repeat, work):
+    """Compile time of an int8 network versus its float32 twin, plain TVM and with the backends."""
+    print("\nint8 model | float twin | plain tvmc: int8 / float | with extension (qvanilla int8 / vanilla float)")
+    print("--- | --- | --- | ---")
+    for int8_name, float_name, shapes in QUANTIZED_TWINS:
+        int8_model, float_model = fetch(int8_name), fetch(float_name)
+        times = {key: [] for key in ("plain8", "plain32", "ext8", "ext32")}
+        for _ in range(repeat):
+            times["plain8"].append(compile_once("plain", int8_model, shapes, work / "p8.tar"))
+            times["plain32"].append(compile_once("plain", float_model, shapes, work / "p32.tar"))
+            times["ext8"].append(compile_once(QVANILLA, int8_model, shapes, work / "e8.tar"))
+            times["ext32"].append(compile_once("vanilla", float_model, shapes, work / "e32.tar"))
+        t = {k: statistics.median(v) for k, v in times.items()}
+        print(f"{int8_name} | {float_name} | {t['plain8']:.1f} / {t['plain32']:.1f} = {t['plain8'] / t['plain32']:.2f}x"
+              f" | {t['ext8']:.1f} / {t['ext32']:.1f} = {t['ext8'] / t['ext32']:.2f}x", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(MODELS)}")
     parser.add_argument("--compile-repeat", type=int, default=1)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--skip-int8", action="store_true", help="leave out the int8/float compile-time table")
     args = parser.parse_args()
     cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
                 if l.startswith("model name")), platform.processor())
@@ -120,6 +142,8 @@ def main():
                 f"{v['run'] * 1e3:.2f} / {p['run'] * 1e3:.2f} = {p['run'] / v['run']:.1f}x faster",
                 f"{error:.2g}",
             ]), flush=True)
+        if not args.skip_int8:
+            int8_compile_ratios(args.compile_repeat, Path(work))
 
 
 if __name__ == "__main__":
