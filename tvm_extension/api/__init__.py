@@ -4,6 +4,8 @@ An extension is a ``TVMExtension`` subclass living in a subpackage of the PEP 42
 namespace package ``tvm_extension``.  Nothing here knows TVMC or Relay.
 """
 from .extension import TVMExtension, ExtensionError
+
+TVMCExtension = TVMExtension  # MLonMCU's spelling
 from .discovery import (
     ENV_VAR,
     RESERVED_NAMES,
@@ -14,6 +16,7 @@ from .discovery import (
 
 __all__ = [
     "TVMExtension",
+    "TVMCExtension",
     "ExtensionError",
     "ENV_VAR",
     "RESERVED_NAMES",

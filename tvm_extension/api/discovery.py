@@ -2,13 +2,16 @@
 
 Places searched, first found wins for a given subpackage name:
 
-1. folders given explicitly (``--experimental-tvm-extension PATH``), in order;
-2. folders in the ``TVM_EXTENSION_PATH`` environment variable (``os.pathsep``-separated);
+1. folders given explicitly (``--experimental-tvm-extension PATH``, or MLonMCU's spelling
+   ``--experimental-tvmc-extension PATH``), in order;
+2. folders in the ``TVM_EXTENSION_PATH`` environment variable (``os.pathsep``-separated),
+   then in ``TVMC_EXTENSION_DIR`` (MLonMCU's spelling);
 3. ``tvm_extension`` portions already importable (``PYTHONPATH``, installed distributions);
 4. entry points of the ``tvm_extension`` group (``importlib.metadata``).
 
-Each such folder holds a ``tvm_extension`` directory whose subpackages (other than
-the reserved framework names) each define one or more ``TVMExtension`` subclasses.
+Each such folder holds a ``tvm_extension`` (or ``tvmc_extension``) directory whose
+subpackages (other than the reserved framework names) each define one or more
+``TVMExtension`` subclasses (``TVMCExtension`` is the same class).
 An extension is code: importing it runs it with the user's rights.
 """
 import dataclasses
@@ -25,10 +28,12 @@ import importlib_metadata
 from .extension import ExtensionError, TVMExtension
 
 PACKAGE = "tvm_extension"
+PACKAGES = (PACKAGE, "tvmc_extension")  # the second: MLonMCU's spelling
 ENV_VAR = "TVM_EXTENSION_PATH"
+ENV_VARS = (ENV_VAR, "TVMC_EXTENSION_DIR")
 ENTRY_POINT_GROUP = "tvm_extension"
 # Subpackages of the namespace that belong to the framework, never scanned as extensions.
-RESERVED_NAMES = frozenset({"api", "tvmc", "uma", "mlf"})
+RESERVED_NAMES = frozenset({"api", "tvmc", "uma", "mlf", "scaffold", "__main__"})
 
 
 @dataclasses.dataclass
@@ -68,6 +73,7 @@ def _extension_classes(module) -> List[type]:
             and issubclass(value, TVMExtension)
             and value is not TVMExtension
             and not value.__module__.startswith(f"{PACKAGE}.api")
+            and not value.__module__.startswith("tvm.driver.tvmc")
             and value not in found
         ):
             found.append(value)
@@ -76,7 +82,7 @@ def _extension_classes(module) -> List[type]:
 
 def _import_portion(sub_dir: Path, folder: Path):
     """Import ``tvm_extension.<name>`` from ``sub_dir`` without leaving sys.path changed."""
-    name = f"{PACKAGE}.{sub_dir.name}"
+    name = f"{sub_dir.parent.name}.{sub_dir.name}"
     init = sub_dir / "__init__.py"
     existing = sys.modules.get(name)
     if existing is not None:
@@ -106,22 +112,23 @@ class _Search:
         self.seen_dirs = set()
 
     def add_folder(self, folder: Path, origin: str, strict: bool):
-        portion = folder / PACKAGE
         if not folder.is_dir():
             raise ExtensionError(f"extension path '{folder}' does not exist or is not a folder")
-        if not portion.is_dir():
+        portions = [folder / p for p in PACKAGES if (folder / p).is_dir()]
+        if not portions:
             raise ExtensionError(
                 f"extension path '{folder}' holds no '{PACKAGE}' package "
-                f"(expected {portion}/<name>/__init__.py)"
+                f"(expected {folder / PACKAGE}/<name>/__init__.py)"
             )
         found_any = False
-        for sub_dir in sorted(portion.iterdir()):
-            if sub_dir.name in RESERVED_NAMES or not (sub_dir / "__init__.py").is_file():
-                continue
-            found_any = self.add_portion(sub_dir, folder, origin, strict) or found_any
+        for portion in portions:
+            for sub_dir in sorted(portion.iterdir()):
+                if sub_dir.name in RESERVED_NAMES or not (sub_dir / "__init__.py").is_file():
+                    continue
+                found_any = self.add_portion(sub_dir, folder, origin, strict) or found_any
         if strict and not found_any:
             raise ExtensionError(
-                f"extension path '{folder}' defines no TVMExtension subclass in {portion}/*/__init__.py"
+                f"extension path '{folder}' defines no TVMExtension subclass in {portions[0]}/*/__init__.py"
             )
 
     def add_portion(self, sub_dir: Path, folder: Path, origin: str, strict: bool) -> bool:
@@ -136,7 +143,7 @@ class _Search:
             message = f"extension {location} failed to import: {_describe_import_error(exc, folder.resolve())}"
             if strict:
                 raise ExtensionError(message) from None
-            self.loaded.append(LoadedExtension(f"{PACKAGE}.{sub_dir.name}", origin, location, error=message))
+            self.loaded.append(LoadedExtension(f"{sub_dir.parent.name}.{sub_dir.name}", origin, location, error=message))
             return False
         if module is None:
             return False  # shadowed by an earlier portion of the same name
@@ -164,9 +171,13 @@ class _Search:
 
 
 def _python_path_portions() -> Iterable[Path]:
+    """Portions on sys.path, except one in the current directory (``python -m`` puts it on
+    sys.path): nothing is imported from where the user happens to stand unless named."""
     spec = importlib.util.find_spec(PACKAGE)
+    here = Path.cwd().resolve()
     for entry in list(spec.submodule_search_locations or []) if spec else []:
-        yield Path(entry)
+        if Path(entry).resolve().parent != here:
+            yield Path(entry)
 
 
 def _distribution_of(portion: Path) -> Optional[str]:
@@ -184,14 +195,25 @@ def discover(
     environ=None,
     python_path: bool = True,
     entry_points: bool = True,
+    strict: bool = True,
 ) -> List[LoadedExtension]:
-    """Find and import every extension; explicit paths must be valid, others are best effort."""
+    """Find and import every extension.
+
+    With ``strict``, a problem with an explicit path (argument or environment variable) raises
+    ExtensionError; without, it is recorded as a failed entry, like problems elsewhere.
+    """
     environ = os.environ if environ is None else environ
     search = _Search()
-    for path in paths:
-        search.add_folder(Path(path), f"path {path}", strict=True)
-    for path in filter(None, environ.get(ENV_VAR, "").split(os.pathsep)):
-        search.add_folder(Path(path), f"environment {ENV_VAR}", strict=True)
+    explicit = [(Path(p), f"path {p}") for p in paths] + [
+        (Path(p), f"environment {v}") for v in ENV_VARS for p in filter(None, environ.get(v, "").split(os.pathsep))
+    ]
+    for folder, origin in explicit:
+        try:
+            search.add_folder(folder, origin, strict=True)
+        except ExtensionError as err:
+            if strict:
+                raise
+            search.loaded.append(LoadedExtension(str(folder), origin, str(folder), error=str(err)))
     if python_path:
         for portion in _python_path_portions():
             subs = [

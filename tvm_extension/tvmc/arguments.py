@@ -13,7 +13,7 @@
 """
 from typing import List, Sequence, Tuple
 
-EXTENSION_FLAGS = ("--experimental-tvm-extension",)
+EXTENSION_FLAGS = ("--experimental-tvm-extension", "--experimental-tvmc-extension")  # the second: MLonMCU
 HOST_TARGET = "c"
 
 

@@ -82,8 +82,19 @@ def install(tvmc):
     tvmc.run = runner.run_module
 
     _cache_libinfo()
+    _provide_extensions_module(tvmc)
     main.register_parser(_document_extension_flag)
     main._main = _two_phase_main(main._main, builtin, tvmc)
+
+
+def _provide_extensions_module(tvmc):
+    """``from tvm.driver.tvmc.extensions import TVMCExtension`` (MLonMCU's patch) works unchanged."""
+    import types  # pylint: disable=import-outside-toplevel
+
+    module = types.ModuleType("tvm.driver.tvmc.extensions", "TVMC extensions (provided by tvm_extension.api)")
+    module.TVMExtension = module.TVMCExtension = api.TVMExtension
+    sys.modules[module.__name__] = module
+    tvmc.extensions = module
 
 
 def _cache_libinfo():
@@ -139,7 +150,7 @@ def _document_extension_flag(subparsers, main_parser, _json_params):
         f"also from ${api.ENV_VAR}, PYTHONPATH and installed packages)"
     )
     for parser in [main_parser] + [p for n, p in subparsers.choices.items() if n in ("compile", "tune")]:
-        parser.add_argument(arguments.EXTENSION_FLAGS[0], metavar="PATH", action="append", help=help_text)
+        parser.add_argument(*arguments.EXTENSION_FLAGS, metavar="PATH", action="append", help=help_text)
 
 
 def _two_phase_main(original_main, builtin, tvmc):

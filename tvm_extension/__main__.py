@@ -1,0 +1,52 @@
+"""``python -m tvm_extension``: inspect the extensions found, or scaffold a new backend.
+
+    python -m tvm_extension list [--experimental-tvm-extension PATH ...]
+    python -m tvm_extension new NAME [--directory DIR]
+"""
+import argparse
+import sys
+
+from tvm_extension import api
+
+
+def list_extensions(paths) -> int:
+    """Each extension, where it came from, its backends and their target attributes; failures last."""
+    found = api.discover(paths, strict=False)
+    failed = [e for e in found if e.error]
+    for extension in (e for e in found if not e.error):
+        print(f"{extension.name}\n  from: {extension.origin} ({extension.location})")
+        for backend in extension.backends():
+            attrs = ", ".join(f"{k}={v!r}" for k, v in backend._target_attrs.items()) or "no attributes"
+            print(f"  target {backend.target_name}: {attrs}")
+    for extension in failed:
+        print(f"FAILED {extension.name}\n  from: {extension.origin}\n  why: {extension.error}")
+    if not found:
+        print("no extensions found")
+    return 1 if failed else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tvm_extension", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    listing = sub.add_parser("list", help="list the extensions found and where they come from")
+    listing.add_argument("--experimental-tvm-extension", "--experimental-tvmc-extension", dest="paths",
+                         metavar="PATH", action="append", default=[], help="also load this folder")
+    new = sub.add_parser("new", help="create a working backend project for a new accelerator")
+    new.add_argument("name", help="the accelerator's name: a Python identifier, also its target name")
+    new.add_argument("--directory", default=".", help="where to create the NAME folder (default: here)")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        return list_extensions(args.paths)
+    from tvm_extension.scaffold import ScaffoldError, create  # pylint: disable=import-outside-toplevel
+
+    try:
+        project = create(args.name, args.directory)
+    except ScaffoldError as err:
+        sys.stderr.write(f"Error: {err}\n")
+        return 2
+    print(f"created {project}: pip install {project} && tvmc compile --target {args.name} MODEL -f mlf -o out.tar")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
