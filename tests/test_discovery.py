@@ -58,10 +58,13 @@ def test_portion_on_pythonpath_is_found_without_flags(tmp_path):
     assert "tvm_extension.api" not in done.stdout and "tvm_extension.tvmc" not in done.stdout
 
 
-def test_vanilla_example_extension():
+def test_example_extensions():
     found = api.discover([str(VANILLA_EXT)], environ={}, python_path=False, entry_points=False)
-    (extension,) = found
-    assert [b.target_name for b in extension.backends()] == ["vanilla_accelerator"]
+    targets = {e.name: [b.target_name for b in e.backends()] for e in found}
+    assert targets == {
+        "tvm_extension.qvanilla:QVanillaExtension": ["qvanilla"],
+        "tvm_extension.vanilla:VanillaExtension": ["vanilla_accelerator"],
+    }
 
 
 def test_missing_path(tmp_path):

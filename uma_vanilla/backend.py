@@ -3,7 +3,7 @@ from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from .codegen import gen_includes
-from .passes import VanillaAcceleratorConv2DPass, nchw_layout_pass
+from .passes import VanillaAcceleratorConv2DPass, describe_output_stage, nchw_layout_pass
 from .patterns import conv2d_pattern, why_not_offloaded
 
 
@@ -17,6 +17,7 @@ class VanillaAcceleratorBackend(UMABackend):
         self._register_target_attr("max_kernel_size", default=7)
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, nchw_layout_pass(self._offloadable))
         self._register_pattern("conv2d", conv2d_pattern(), self._offloadable)
+        self._register_relay_pass(PassPhase.POST_PARTITIONING_1, describe_output_stage)
         self._register_tir_pass(PassPhase.TIR_PHASE_0, VanillaAcceleratorConv2DPass())
         self._register_codegen(fmt="c", includes=gen_includes)
 

@@ -209,7 +209,7 @@ def discover(
     ]
     for folder, origin in explicit:
         try:
-            search.add_folder(folder, origin, strict=True)
+            search.add_folder(folder, origin, strict=strict)
         except ExtensionError as err:
             if strict:
                 raise

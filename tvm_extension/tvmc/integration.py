@@ -163,6 +163,12 @@ def _two_phase_main(original_main, builtin, tvmc):
         except (ValueError, api.ExtensionError, uma.BackendError) as err:
             sys.stderr.write(f"Error: {err}\n")
             return 4
-        return original_main(argv)
+        try:
+            return original_main(argv)
+        except Exception:  # a backend's code failed inside TVM's build: say which, in one line
+            if not uma.LAST_FAILURE:
+                raise
+            sys.stderr.write(f"Error: {uma.LAST_FAILURE[0]}\n")
+            return 4
 
     return _main

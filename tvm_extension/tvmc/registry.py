@@ -56,7 +56,12 @@ def _pipeline(backend):
             uma.configure(backend, options)
         except uma.BackendError as err:
             raise TVMCException(str(err)) from None
-        mod = backend.partition(mod, params)
+        try:
+            mod = backend.partition(mod, params)
+        except TVMCException:
+            raise
+        except Exception as exc:  # the backend's own code: name it and the operator it was on
+            raise TVMCException(uma.describe_partition_failure(backend, exc)) from None
         print(backend.offload_report, flush=True)
         return _rename_partitions(mod, mod_name or "default", backend.target_name)
 

@@ -5,6 +5,8 @@ Knows Relay and TIR, nothing of TVMC's command line.
 from .register import BackendError, configure, register_backend, registered_backends
 from .codegen import C_LIBRARIES, c_library_files
 from .report import OffloadReport, offload_report
+from .partition import describe_partition_failure
+from .codegen import BackendFailure, LAST_FAILURE
 
 __all__ = [
     "BackendError",
@@ -15,4 +17,7 @@ __all__ = [
     "c_library_files",
     "OffloadReport",
     "offload_report",
+    "describe_partition_failure",
+    "BackendFailure",
+    "LAST_FAILURE",
 ]

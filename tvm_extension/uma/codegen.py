@@ -58,8 +58,36 @@ def backend_includes(backend) -> str:
 _SOURCES = {}
 
 
+class BackendFailure(Exception):
+    """A backend's own code raised while TVM was building; ``str`` is one line naming it."""
+
+
+# The last BackendFailure, for front ends that only see TVM's wrapped error.
+LAST_FAILURE = []
+
+
+def _operators(func) -> str:
+    names = []
+    relay.analysis.post_order_visit(
+        func, lambda e: names.append(e.op.name) if isinstance(e, relay.Call) and isinstance(e.op, tvm.ir.Op) else None
+    )
+    return ", ".join(dict.fromkeys(names)) or "no operator"
+
+
 def compile_function(backend, func) -> tvm.runtime.Module:
     """``relay.ext.<target>``: one partitioned Relay function -> one C source module."""
+    try:
+        return _compile_function(backend, func)
+    except Exception as exc:
+        failure = BackendFailure(
+            f"backend '{backend.target_name}' failed to generate code for {func.attrs['global_symbol']} "
+            f"({_operators(func)}): {type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        )
+        LAST_FAILURE[:] = [failure]
+        raise failure from exc
+
+
+def _compile_function(backend, func) -> tvm.runtime.Module:
     symbol = str(func.attrs["global_symbol"])
     attrs = tuple(sorted((getattr(backend, "target_attrs", None) or backend._target_attrs).items()))
     # Everything but the name: attributes may carry parameters (e.g. quantization).

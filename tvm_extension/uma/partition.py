@@ -19,6 +19,34 @@ from tvm.relay.expr_functor import ExprMutator
 from .report import offload_report
 
 
+class PatternCheckFailure(Exception):
+    """A pattern predicate raised; names the pattern and the operator it was checking."""
+
+
+def _guarded(name, predicate):
+    def check(expr):
+        try:
+            return predicate(expr)
+        except Exception as exc:
+            op = expr.op.name if isinstance(expr, relay.Call) and isinstance(expr.op, tvm.ir.Op) else type(expr).__name__
+            raise PatternCheckFailure(f"pattern '{name}' failed on {op}: {type(exc).__name__}: {exc}") from exc
+
+    return check
+
+
+def _pattern_table(partitioner):
+    """The backend's patterns, with predicates that say where they failed."""
+    return [(entry[0], entry[1], _guarded(entry[0], entry[2])) if len(entry) == 3 else entry
+            for entry in partitioner._pattern_table()]
+
+
+def describe_partition_failure(backend, exc) -> str:
+    text = str(exc).strip().splitlines()
+    where = next((line for line in text if "PatternCheckFailure" in line or "pattern '" in line), text[-1] if text else "")
+    where = where.split("PatternCheckFailure: ")[-1]
+    return f"backend '{backend.target_name}' failed while partitioning: {where or type(exc).__name__}"
+
+
 def _passes(partitioner, phase):
     return [p for ph, p in partitioner._relay_passes if ph == phase]
 
@@ -65,7 +93,7 @@ def partition(backend, mod: tvm.IRModule, params=None) -> tvm.IRModule:
     if params:
         mod["main"] = bind_params_by_name(mod["main"], params)
     first = _passes(partitioner, PassPhase.PRE_PARTITIONING)
-    first.append(relay.transform.MergeComposite(partitioner._pattern_table()))
+    first.append(relay.transform.MergeComposite(_pattern_table(partitioner)))
     if partitioner.merge_compiler_regions:
         first += [
             relay.transform.AnnotateTarget(backend.target_name),

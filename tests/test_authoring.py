@@ -1,0 +1,224 @@
+"""Backend authoring and distribution: scaffold, pip install, discovery, listing, the MLonMCU
+spelling, isolation between compiles, and backends failing in their own code."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+from conftest import EXAMPLES, MODELS, VANILLA_EXT, assert_one_line_error, kernel_calls, run_tvmc
+from test_upstream_backend import BACKEND as TINY_RELU_BACKEND
+from tvm_extension.mlf import build
+
+CNN = MODELS / "cnn.onnx"
+
+
+def tvm_extension_cli(*args, cwd=None, env=None):
+    return subprocess.run([sys.executable, "-m", "tvm_extension", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, env=dict(os.environ, **(env or {})))
+
+
+def pip(*args):
+    return subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_scaffold_install_test_compile_run(tmp_path):
+    done = tvm_extension_cli("new", "probe_npu", "--directory", tmp_path)
+    assert done.returncode == 0, done.stderr
+    project = tmp_path / "probe_npu"
+    assert (project / "tvm_extension" / "probe_npu" / "__init__.py").is_file()
+    for module in ("backend", "patterns", "passes", "codegen", "strategies"):
+        assert (project / "probe_npu" / f"{module}.py").is_file()
+    installed = pip("install", project)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    try:
+        # Its own tests pass, straight after generation.
+        tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"], cwd=project, capture_output=True, text=True)
+        assert tests.returncode == 0, tests.stdout[-2000:] + tests.stderr[-2000:]
+        # Plain tvmc finds the installed backend: no flag, no environment variable.
+        out = tmp_path / "cnn.tar"
+        done = run_tvmc("compile", "--target", "probe_npu", CNN, "-f", "mlf", "-o", out, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert kernel_calls(out, "probe_npu_conv2d") == 3
+        x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        got = build(out, tmp_path / "b").run({"input": x})[0]["output"]
+        np.testing.assert_allclose(got, ReferenceEvaluator(str(CNN)).run(None, {"input": x})[0], rtol=1e-4, atol=1e-5)
+        listing = tvm_extension_cli("list", cwd=tmp_path)
+        assert "tvm_extension.probe_npu:ProbeNpuExtension" in listing.stdout
+        assert "from: distribution tvm-extension-probe-npu 0.1.0" in listing.stdout
+    finally:
+        pip("uninstall", "-y", "tvm-extension-probe-npu")
+
+
+@pytest.mark.parametrize("name,message", [
+    ("My-NPU", "not a valid backend name"),
+    ("class", "not a valid backend name"),
+    ("llvm", "already a TVM target kind"),
+    ("cmsis-nn", "not a valid backend name"),
+    ("existing", "already exists"),
+])
+def test_scaffold_rejects_bad_names(tmp_path, name, message):
+    (tmp_path / "existing").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = tvm_extension_cli("new", name, "--directory", tmp_path)
+    assert done.returncode != 0 and message in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before, "nothing left behind"
+
+
+MLONMCU_EXTENSION = '''
+from tvm.driver.tvmc.extensions import TVMCExtension
+from uma_vanilla import VanillaAcceleratorBackend
+
+
+class MyExt(TVMCExtension):
+    def __init__(self):
+        self.backend = VanillaAcceleratorBackend()
+
+    def uma_backends(self):
+        return [self.backend]
+'''
+
+
+@pytest.fixture
+def mlonmcu_folder(tmp_path):
+    package = tmp_path / "mlonmcu" / "tvmc_extension" / "vanilla_ext"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(MLONMCU_EXTENSION)
+    return tmp_path / "mlonmcu"
+
+
+def test_mlonmcu_spelling(tmp_path, mlonmcu_folder):
+    out = tmp_path / "o.tar"
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvmc-extension", mlonmcu_folder,
+                    CNN, "-f", "mlf", "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert kernel_calls(out) == 3
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", CNN, "-f", "mlf", "-o", out,
+                    env={"TVMC_EXTENSION_DIR": str(mlonmcu_folder)})
+    assert done.returncode == 0, done.stderr
+
+
+def test_listing_shows_origins(tmp_path, mlonmcu_folder):
+    broken = tmp_path / "broken" / "tvm_extension" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('driver library missing')\n")
+    done = tvm_extension_cli("list", "--experimental-tvm-extension", VANILLA_EXT,
+                             "--experimental-tvm-extension", tmp_path / "broken",
+                             env={"TVMC_EXTENSION_DIR": str(mlonmcu_folder)})
+    assert done.returncode == 1  # something failed to load
+    out = done.stdout
+    assert f"tvm_extension.vanilla:VanillaExtension\n  from: path {VANILLA_EXT}" in out
+    assert "target vanilla_accelerator: max_kernel_size=7" in out
+    assert "tvmc_extension.vanilla_ext:MyExt\n  from: environment TVMC_EXTENSION_DIR" in out
+    assert "FAILED tvm_extension.broken" in out and "ImportError: driver library missing" in out
+
+
+def test_entry_point_group(tmp_path):
+    site = tmp_path / "site"
+    (site / "ep_backend").mkdir(parents=True)
+    (site / "ep_backend" / "__init__.py").write_text(textwrap.dedent('''
+        from tvm_extension.api import TVMExtension
+        from uma_vanilla import VanillaAcceleratorBackend
+
+        class EntryPointExtension(TVMExtension):
+            def uma_backends(self):
+                return [VanillaAcceleratorBackend()]
+    '''))
+    info = site / "ep_backend-1.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-backend\nVersion: 1.2\n")
+    (info / "entry_points.txt").write_text("[tvm_extension]\nvanilla = ep_backend:EntryPointExtension\n")
+    done = tvm_extension_cli("list", env={"PYTHONPATH": str(site)})
+    assert "ep_backend:EntryPointExtension\n  from: entry point vanilla of ep-backend" in done.stdout
+    out = tmp_path / "o.tar"
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", CNN, "-f", "mlf", "-o", out, env={"PYTHONPATH": str(site)})
+    assert done.returncode == 0, done.stderr
+    assert kernel_calls(out) == 3
+
+
+def test_two_backends_in_one_compile(tmp_path):
+    package = tmp_path / "ext" / "tvm_extension" / "tiny"
+    (package / "clib").mkdir(parents=True)
+    (package / "__init__.py").write_text(TINY_RELU_BACKEND)
+    (package / "clib" / "tiny_relu.h").write_text("#include <stdint.h>\nint32_t tiny_relu(float* in, float* out, int n);\n")
+    (package / "clib" / "tiny_relu.c").write_text(
+        '#include "tiny_relu.h"\nint32_t tiny_relu(float* in, float* out, int n) {\n'
+        "  for (int i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;\n  return 0;\n}\n")
+    out = tmp_path / "o.tar"
+    done = run_tvmc("compile", "--target", "vanilla_accelerator, tiny_relu, c", "--experimental-tvm-extension",
+                    VANILLA_EXT, "--experimental-tvm-extension", tmp_path / "ext", CNN, "-f", "mlf", "-o", out)
+    assert done.returncode == 0, done.stderr
+    # Vanilla goes first and takes conv (+ bias) + ReLU; tiny_relu gets the ReLU left after the pool.
+    assert "[vanilla_accelerator] offloaded: nn.conv2d x3" in done.stdout
+    assert "[tiny_relu] offloaded: nn.relu x1 in 1 functions" in done.stdout
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    got = build(out, tmp_path / "b").run({"input": x})[0]["output"]
+    np.testing.assert_allclose(got, ReferenceEvaluator(str(CNN)).run(None, {"input": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_parallel_compiles_do_not_see_each_other(tmp_path):
+    for name in ("vanilla", "qvanilla"):
+        shutil.copytree(EXAMPLES / "ext" / "tvm_extension" / name, tmp_path / name / "tvm_extension" / name)
+    command = [str(Path(sys.executable).parent / "tvmc"), "compile", "--target", "qvanilla", str(CNN), "-f", "mlf"]
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_EXTENSION_PATH", "TVMC_EXTENSION_DIR")}
+    first = subprocess.Popen(command + ["--experimental-tvm-extension", str(tmp_path / "vanilla"), "-o",
+                                        str(tmp_path / "a.tar")], stderr=subprocess.PIPE, text=True, env=env)
+    second = subprocess.Popen(command + ["--experimental-tvm-extension", str(tmp_path / "qvanilla"), "-o",
+                                         str(tmp_path / "b.tar")], stderr=subprocess.PIPE, text=True, env=env)
+    first_err, second_err = first.communicate(timeout=600)[1], second.communicate(timeout=600)[1]
+    assert first.returncode != 0 and "unknown target 'qvanilla'" in first_err
+    assert second.returncode == 0, second_err  # a float model: nothing to offload, but it compiles
+    assert not (tmp_path / "a.tar").exists() and (tmp_path / "b.tar").exists()
+
+
+def _failing_backend(folder, body):
+    package = folder / "tvm_extension" / "boom"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(textwrap.dedent('''
+        import tvm
+        from tvm.relay.backend.contrib.uma.api.utils import PassPhase
+        from tvm_extension.api import TVMExtension
+        from uma_vanilla import VanillaAcceleratorBackend
+
+        @tvm.tir.transform.prim_func_pass(opt_level=0)
+        class FailingPass:
+            def transform_function(self, func, mod, ctx):
+                raise ValueError("unsupported kernel size")
+
+        class Boom(VanillaAcceleratorBackend):
+        ''') + textwrap.indent(textwrap.dedent(body), "    ") + textwrap.dedent('''
+            @property
+            def target_name(self):
+                return "boom"
+
+        class BoomExtension(TVMExtension):
+            def uma_backends(self):
+                return [Boom()]
+        '''))
+    return folder
+
+
+@pytest.mark.parametrize("body,message", [
+    ('''
+     def _offloadable(self, matched):
+         raise KeyError("max_channels")
+     ''', "backend 'boom' failed while partitioning: pattern 'boom.conv2d' failed on nn."),
+    ('''
+     def __init__(self):
+         super().__init__()
+         self._relay_to_tir._tir_passes = [(PassPhase.TIR_PHASE_0, FailingPass())]
+     ''', "backend 'boom' failed to generate code for tvmgen_default_boom_main_"),
+])
+def test_backend_failures_are_named(tmp_path, body, message):
+    folder = _failing_backend(tmp_path / "ext", body)
+    done = run_tvmc("compile", "--target", "boom", "--experimental-tvm-extension", folder, CNN, "-f", "mlf",
+                    "-o", tmp_path / "o.tar")
+    line = assert_one_line_error(done, message)
+    assert "max_channels" in line or ("nn.conv2d" in line and "unsupported kernel size" in line)
+    assert not (tmp_path / "o.tar").exists()
