@@ -99,6 +99,35 @@ def test_onnx_qdq(tmp_path, per_channel, relu):
     assert compile_and_compare(tmp_path, model, onnxruntime_reference, integer_graph=True) == 1
 
 
+def qlinear_conv_model(path, per_channel, seed=0):
+    """One ONNX QLinearConv (int8, bias, non-zero zero points), which TVM imports through our QDQ rewrite."""
+    rng = np.random.default_rng(seed)
+    cin, cout = 4, 8
+    w_scale = (rng.uniform(0.005, 0.02, cout) if per_channel else np.array(0.01)).astype(np.float32)
+    inits = [
+        numpy_helper.from_array(np.array(0.05, np.float32), "x_scale"), numpy_helper.from_array(np.array(3, np.int8), "x_zp"),
+        numpy_helper.from_array(rng.integers(-127, 128, (cout, cin, 3, 3)).astype(np.int8), "w"),
+        numpy_helper.from_array(w_scale, "w_scale"), numpy_helper.from_array(np.zeros(w_scale.shape, np.int8), "w_zp"),
+        numpy_helper.from_array(np.array(0.2, np.float32), "y_scale"), numpy_helper.from_array(np.array(5, np.int8), "y_zp"),
+        numpy_helper.from_array(rng.integers(-500, 500, cout).astype(np.int32), "b"),
+    ]
+    node = helper.make_node("QLinearConv", ["x", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp", "b"],
+                            ["y"], pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    graph = helper.make_graph([node], "qlinear", [helper.make_tensor_value_info("x", TensorProto.INT8, [1, cin, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, [1, cout, 10, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per-tensor", "per-channel"])
+def test_onnx_qlinear_conv(tmp_path, per_channel):
+    model = qlinear_conv_model(tmp_path / "qlinear.onnx", per_channel)
+    assert compile_and_compare(tmp_path, model, onnxruntime_reference, integer_graph=True) == 1
+
+
 MAKE_TFLITE = textwrap.dedent("""
     import sys
     import numpy as np

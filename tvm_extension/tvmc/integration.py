@@ -8,7 +8,8 @@ Nothing in TVM's files changes; the functions TVMC looks up at call time are wra
 * ``target.target_from_cli``: unknown-target check and the automatic host target;
 * ``model.export_model_library_format``: MLF export without native microTVM;
 * ``runner.run_module``: ``tvmc run --device cpu`` of an MLF builds and runs it on the host;
-* ``te_compiler.libinfo``: cached (compile speed).
+* ``te_compiler.libinfo``: cached (compile speed);
+* ``frontends.OnnxFrontend.load``: QLinearConv imported as QDQ (``onnx_qlinear``).
 """
 import functools
 import sys
@@ -16,7 +17,7 @@ import sys
 from tvm_extension import api, uma
 from tvm_extension.mlf.export import export_model_library_format
 
-from . import arguments, registry
+from . import arguments, onnx_qlinear, registry
 
 _installed = False
 
@@ -83,6 +84,9 @@ def install(tvmc):
 
     _cache_libinfo()
     _provide_extensions_module(tvmc)
+    from tvm.driver.tvmc import frontends
+
+    onnx_qlinear.install(frontends)
     main.register_parser(_document_extension_flag)
     main._main = _two_phase_main(main._main, builtin, tvmc)
 
