@@ -10,6 +10,8 @@ import numpy as np
 import tvm
 from tvm import relay, tir
 
+from tvm_extension.uma import offloaded_functions, status_checked
+
 from . import quantization
 from .patterns import lower_clamps, split_chain
 
@@ -58,9 +60,8 @@ def _prepare(func: relay.Function) -> relay.Function:
 
 @tvm.transform.module_pass(opt_level=0, name="PrepareQuantizedConv")
 def prepare_quantized_conv(mod, _ctx):
-    for gvar, func in list(mod.functions.items()):
-        if isinstance(func, relay.Function) and func.attrs and "Compiler" in func.attrs \
-                and func.attrs["Compiler"] == TARGET and ATTR not in func.attrs:
+    for gvar, func in offloaded_functions(mod, TARGET):
+        if ATTR not in func.attrs:
             mod[gvar] = _prepare(func)
     return relay.transform.InferType()(mod)
 
@@ -87,6 +88,4 @@ class QVanillaConv2DPass:
             "int32", "qvanilla_conv2d_nhwc_s8", data.data, weights.data, params.data, output.data,
             ih, iw, ic, oh, ow, oc, kh, kw, *[tir.IntImm("int32", int(q[n])) for n in names],
         )
-        code = tir.Var("qvanilla_status", "int32")
-        check = tir.IfThenElse(code != 0, tir.Evaluate(tir.ret(code)), None)
-        return func.with_body(tir.LetStmt(code, status, check))
+        return func.with_body(status_checked(status, "qvanilla_status"))

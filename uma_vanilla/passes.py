@@ -1,7 +1,8 @@
 """Vanilla's passes: the TIR pass calling its C API, and the layout conversion before partitioning."""
 import tvm
-from tvm import relay, tir
+from tvm import tir
 
+from tvm_extension.uma import offloaded_functions, status_checked
 from tvm_extension.uma.layout import offload_layout_pass
 
 from .patterns import split_composite
@@ -17,10 +18,7 @@ def describe_output_stage(mod, _ctx):
 
     Read from Relay (conv2d -> add(bias) -> relu|clip), so the TIR pass needs no block names.
     """
-    for gvar, func in list(mod.functions.items()):
-        if not (isinstance(func, relay.Function) and func.attrs and "Compiler" in func.attrs
-                and func.attrs["Compiler"] == "vanilla_accelerator"):
-            continue
+    for gvar, func in offloaded_functions(mod, "vanilla_accelerator"):
         _, add, activation = split_composite(func.body)
         lo, hi = -FLT_MAX, FLT_MAX
         if activation is not None and activation.op.name == "nn.relu":
@@ -62,10 +60,7 @@ class VanillaAcceleratorConv2DPass:
                                      *sizes, *bounds)
         else:
             status = tir.call_extern("int32", "vanilla_conv2dnchw", ifmap.data, weights.data, result.data, *sizes)
-        # Propagate the kernel's status: the AOT executor stops at a non-zero return.
-        code = tir.Var("vanilla_status", "int32")
-        check = tir.IfThenElse(code != 0, tir.Evaluate(tir.ret(code)), None)
-        return func.with_body(tir.LetStmt(code, status, check))
+        return func.with_body(status_checked(status, "vanilla_status"))
 
 
 def nchw_layout_pass(accepts):

@@ -11,7 +11,7 @@ Two steps, both in Python because this TVM build lacks UMA's C++ half:
 import logging
 
 import tvm
-from tvm import relay, te
+from tvm import relay, te, tir
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.expr_functor import ExprMutator
 
@@ -42,6 +42,18 @@ def _offloaded(func, target_name: str) -> bool:
     )
 
 
+def offloaded_functions(mod: tvm.IRModule, target_name: str):
+    """(global var, function) of every function of ``mod`` offloaded to ``target_name``."""
+    return [(gvar, func) for gvar, func in mod.functions.items() if _offloaded(func, target_name)]
+
+
+def status_checked(call: tir.PrimExpr, name: str = "status") -> tir.Stmt:
+    """A function body running ``call`` and returning its status when non-zero: the AOT
+    executor then stops the inference instead of returning wrong numbers."""
+    code = tir.Var(name, "int32")
+    return tir.LetStmt(code, call, tir.IfThenElse(code != 0, tir.Evaluate(tir.ret(code)), None))
+
+
 def _computes_nothing(func: relay.Function) -> bool:
     calls = []
     relay.analysis.post_order_visit(func.body, lambda e: calls.append(e) if isinstance(e, relay.Call) else None)
@@ -50,7 +62,7 @@ def _computes_nothing(func: relay.Function) -> bool:
 
 def _inline_empty_functions(mod: tvm.IRModule, target_name: str) -> tvm.IRModule:
     """Regions holding no operator (tuple plumbing left by MergeCompilerRegions) go back inline."""
-    empty = {g: f for g, f in mod.functions.items() if _offloaded(f, target_name) and _computes_nothing(f)}
+    empty = {g: f for g, f in offloaded_functions(mod, target_name) if _computes_nothing(f)}
     if not empty:
         return mod
 
@@ -74,15 +86,14 @@ def lift_constants_pass(target_name: str) -> tvm.transform.Pass:
     def lift(mod, _ctx):
         mod = _inline_empty_functions(relay.transform.InferType()(mod), target_name)
         lifted = {}
-        for gvar, func in mod.functions.items():
-            if _offloaded(func, target_name):
-                mutator = _ConstantsToParams()
-                body = mutator.visit(func.body)
-                if mutator.params:
-                    new_func = relay.Function(
-                        list(func.params) + mutator.params, body, func.ret_type, func.type_params, func.attrs
-                    )
-                    lifted[gvar] = (new_func, mutator.constants)
+        for gvar, func in offloaded_functions(mod, target_name):
+            mutator = _ConstantsToParams()
+            body = mutator.visit(func.body)
+            if mutator.params:
+                new_func = relay.Function(
+                    list(func.params) + mutator.params, body, func.ret_type, func.type_params, func.attrs
+                )
+                lifted[gvar] = (new_func, mutator.constants)
         if not lifted:
             return mod
 
