@@ -45,7 +45,7 @@ def cnn_model():
     nodes = [
         conv("input", "c1", "w1", 3, [1, 1, 1, 1]),                              # offloaded
         helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),  # offloaded, bias on CPU
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),  # offloaded with its bias
         helper.make_node("Relu", ["c2"], ["r2"]),
         conv("r2", "c3", "w3", 3, [1, 1, 1, 1], strides=[2, 2]),                 # strided: CPU
         helper.make_node("MaxPool", ["c3"], ["p3"], kernel_shape=[2, 2], strides=[2, 2]),

@@ -151,12 +151,12 @@ def test_two_backends_in_one_compile(tmp_path):
         '#include "tiny_relu.h"\nint32_t tiny_relu(float* in, float* out, int n) {\n'
         "  for (int i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;\n  return 0;\n}\n")
     out = tmp_path / "o.tar"
-    done = run_tvmc("compile", "--target", "vanilla_accelerator, tiny_relu, c", "--experimental-tvm-extension",
+    done = run_tvmc("compile", "--target", "tiny_relu, vanilla_accelerator, c", "--experimental-tvm-extension",
                     VANILLA_EXT, "--experimental-tvm-extension", tmp_path / "ext", CNN, "-f", "mlf", "-o", out)
     assert done.returncode == 0, done.stderr
-    # Vanilla goes first and takes conv (+ bias) + ReLU; tiny_relu gets the ReLU left after the pool.
-    assert "[vanilla_accelerator] offloaded: nn.conv2d x3" in done.stdout
-    assert "[tiny_relu] offloaded: nn.relu x1 in 1 functions" in done.stdout
+    # The first target partitions first: tiny_relu takes every ReLU, Vanilla the convs (+ bias) without them.
+    assert "[tiny_relu] offloaded: nn.relu x3 in 3 functions" in done.stdout
+    assert "[vanilla_accelerator] offloaded: nn.conv2d x3, nn.bias_add x1 in 3 functions" in done.stdout
     x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
     got = build(out, tmp_path / "b").run({"input": x})[0]["output"]
     np.testing.assert_allclose(got, ReferenceEvaluator(str(CNN)).run(None, {"input": x})[0], rtol=1e-4, atol=1e-5)

@@ -46,6 +46,8 @@ def test_network(tmp_path, name):
     assert convs == functions == kernel_calls(out)
     offloaded = [t for t in mlf_sources(out).values() if "// offloaded to vanilla_accelerator" in t]
     assert len(offloaded) == functions and not any("for (" in t for t in offloaded)
+    # Vanilla reads the model's layout: partitioning added no transposes to what the CPU runs.
+    assert "layout_transform" not in done.stdout, done.stdout
 
     rng = np.random.default_rng(11)
     inputs = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}

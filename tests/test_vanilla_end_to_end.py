@@ -143,3 +143,44 @@ def test_kernel_failure_stops_inference(cnn_mlf, tmp_path):
     program = build(failing, tmp_path / "b")
     with pytest.raises(HostBuildError, match="inference failed with status -1|status 7"):
         program.run(random_inputs(MODELS / "cnn.onnx"))
+
+
+def residual_block_model(path):
+    """Conv(+bias) -> Add(skip) -> Relu twice, the skip once on each side of the Add, and a
+    third Add whose other input is broadcast (stays on the CPU)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    const = lambda name, shape: numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+    nodes = [
+        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c1", "input"], ["a1"]),
+        helper.make_node("Relu", ["a1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[1, 1]),
+        helper.make_node("Add", ["r1", "c2"], ["a2"]),
+        helper.make_node("Relu", ["a2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c3", "row"], ["output"]),
+    ]
+    inits = [const("w1", (6, 6, 3, 3)), const("b1", (6,)), const("w2", (6, 6, 1, 1)), const("b2", (6,)),
+             const("w3", (6, 6, 3, 3)), const("b3", (6,)), const("row", (1, 1, 1, 10))]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("input", 1, [1, 6, 9, 10])],
+                              [helper.make_tensor_value_info("output", 1, [1, 6, 9, 10])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_residual_add_is_part_of_the_kernel_call(tmp_path):
+    model = residual_block_model(tmp_path / "residual.onnx")
+    out = tmp_path / "residual.tar"
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, model, "-f", "mlf", "-o", out)
+    assert done.returncode == 0, done.stderr
+    # both skip connections go into the call; the broadcast add stays on the CPU
+    assert "offloaded: nn.conv2d x3, nn.bias_add x3, add x2, nn.relu x2 in 3 functions" in done.stdout, done.stdout
+    calls = re.findall(r"= (vanilla_conv2dnchw\w*)\(", "".join(mlf_sources(out).values()))
+    assert sorted(calls) == ["vanilla_conv2dnchw_bias_clamp"] + ["vanilla_conv2dnchw_bias_residual_clamp"] * 2
+    inputs = {"input": np.random.default_rng(5).standard_normal((1, 6, 9, 10)).astype(np.float32)}
+    (got,) = build(out, tmp_path / "build").run(inputs)[0].values()
+    np.testing.assert_allclose(got, onnx_reference(model, inputs)[0], **TOLERANCE)
+    np.testing.assert_allclose(got, tvm_cpu_reference(model, inputs)[0], **TOLERANCE)

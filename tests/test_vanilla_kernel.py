@@ -15,8 +15,9 @@ def vanilla(tmp_path_factory):
     library = tmp_path_factory.mktemp("kernel") / "libvanilla.so"
     subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", str(library), str(KERNEL)], check=True)
     lib = ctypes.CDLL(str(library))
-    for name in ("vanilla_conv2dnchw", "vanilla_conv2dnchw_bias_clamp", "vanilla_conv2dnchw_clamp"):
-        getattr(lib, name).restype = ctypes.c_int32
+    for layout in ("nchw", "nhwc"):
+        for stage in ("", "_bias_clamp", "_clamp"):
+            getattr(lib, f"vanilla_conv2d{layout}{stage}").restype = ctypes.c_int32
     return lib
 
 
@@ -81,6 +82,31 @@ def test_output_stage(vanilla, bias, lo, hi):
     np.testing.assert_allclose(result, np.clip(expected, lo, hi), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("oc,ic,ih,iw,kh,kw", [
+    (1, 1, 1, 1, 1, 1), (6, 3, 5, 9, 3, 3), (24, 96, 16, 16, 1, 1), (13, 64, 12, 70, 3, 5), (5, 7, 4, 3, 7, 1),
+])
+@pytest.mark.parametrize("stage", ["", "_bias_clamp", "_clamp"])
+def test_nhwc_equals_nchw_bit_for_bit(vanilla, oc, ic, ih, iw, kh, kw, stage):
+    """The NHWC entries compute exactly what the NCHW ones do on transposed feature maps; the
+    shapes cover channel and column tails and reductions too long for one panel (ic*kh*W > 2048)."""
+    rng = np.random.default_rng(oc + ic + kh)
+    ifmap = rng.standard_normal((ic, ih, iw)).astype(np.float32)
+    weights = rng.standard_normal((oc, ic, kh, kw)).astype(np.float32)
+    bias = rng.standard_normal(oc).astype(np.float32)
+    f = lambda a: a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    extra = {"": (), "_bias_clamp": (ctypes.c_float(-0.5), ctypes.c_float(2.0)),
+             "_clamp": (ctypes.c_float(0.0), ctypes.c_float(3.4e38))}[stage]
+    results = {}
+    for layout, data in (("nchw", ifmap), ("nhwc", np.ascontiguousarray(ifmap.transpose(1, 2, 0)))):
+        result = np.full((oc, ih, iw) if layout == "nchw" else (ih, iw, oc), np.nan, np.float32)
+        args = [f(data), f(weights)] + ([f(bias)] if stage == "_bias_clamp" else []) + [f(result)]
+        assert getattr(vanilla, f"vanilla_conv2d{layout}{stage}")(*args, oc, iw, ih, ic, kh, kw, *extra) == 0
+        results[layout] = result
+    assert results["nhwc"].transpose(2, 0, 1).tobytes() == results["nchw"].tobytes()
+    if stage == "":
+        np.testing.assert_allclose(results["nchw"], numpy_conv_same(ifmap, weights), rtol=1e-5, atol=5e-4)
+
+
 def test_rejects_what_it_cannot_compute(vanilla):
     ifmap = np.ones((1, 4, 4), np.float32)
     result = np.full((1, 4, 4), 5.0, np.float32)
@@ -93,4 +119,5 @@ def test_rejects_what_it_cannot_compute(vanilla):
     no_bias = vanilla.vanilla_conv2dnchw_bias_clamp(f(ifmap), f(w), None, f(result), 1, 4, 4, 1, 3, 3,
                                                    ctypes.c_float(0.0), ctypes.c_float(1.0))
     assert no_bias == 1
+    assert vanilla.vanilla_conv2dnhwc(f(ifmap), f(w), None, 1, 4, 4, 1, 3, 3) == 1  # NULL result
     assert np.all(result == 5.0), "result must be untouched on error"

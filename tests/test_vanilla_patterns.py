@@ -28,7 +28,7 @@ def offloaded(backend, data_shape, weight_shape, dtype="float32", **conv_attrs):
     ("3x3 same", (1, 4, 8, 8), (8, 4, 3, 3), dict(padding=(1, 1))),
     ("1x1", (1, 4, 8, 8), (8, 4, 1, 1), dict()),
     ("5x3 same", (1, 2, 9, 7), (3, 2, 5, 3), dict(padding=(2, 1))),
-    # TFLite's layout: converted to NCHW before partitioning
+    # TFLite's layout: offloaded as it is (Vanilla's DMA reads NHWC)
     ("NHWC", (1, 8, 8, 4), (3, 3, 4, 8), dict(padding=(1, 1), data_layout="NHWC", kernel_layout="HWIO")),
 ])
 def test_offloaded(vanilla, case, data, weight, attrs):
@@ -48,3 +48,52 @@ def test_offloaded(vanilla, case, data, weight, attrs):
 ])
 def test_stays_on_cpu(vanilla, case, data, weight, dtype, attrs):
     assert offloaded(vanilla, data, weight, dtype, **attrs) == 0, case
+
+
+def partition_ops(backend, expr, *inputs):
+    """(operators offloaded, operators left in main) of partitioning ``expr``."""
+    mod = backend.partition(tvm.IRModule.from_expr(relay.Function(list(inputs), expr)))
+    ops = lambda f: sorted(c.op.name for c in _calls(f) if isinstance(c.op, tvm.ir.Op))
+    offloaded = [op for _, f in mod.functions.items() if f.attrs and "Compiler" in f.attrs for op in ops(f)]
+    return sorted(offloaded), ops(mod["main"])
+
+
+def _calls(func):
+    calls = []
+    relay.analysis.post_order_visit(func, lambda e: calls.append(e) if isinstance(e, relay.Call) else None)
+    return calls
+
+
+def test_nhwc_needs_no_layout_conversion(vanilla):
+    data = relay.var("data", shape=(1, 8, 8, 4))
+    conv = relay.nn.conv2d(data, relay.const(np.ones((3, 3, 4, 8), "float32")), padding=(1, 1),
+                           data_layout="NHWC", kernel_layout="HWIO")
+    conv2 = relay.nn.conv2d(relay.nn.relu(conv), relay.const(np.ones((1, 1, 8, 8), "float32")),
+                            data_layout="NHWC", kernel_layout="HWIO")
+    offloaded, on_cpu = partition_ops(vanilla, conv2, data)
+    # inside each function only the weights are permuted (a compile-time constant outside)
+    assert offloaded == ["layout_transform", "layout_transform", "nn.conv2d", "nn.conv2d", "nn.relu"]
+    assert on_cpu == [], on_cpu
+
+
+@pytest.mark.parametrize("case,residual_first,residual_shape,offloaded_adds", [
+    ("skip after the conv", False, (1, 4, 8, 8), 1),
+    ("skip before the conv", True, (1, 4, 8, 8), 1),
+    ("broadcast: conv and bias still offloaded", False, (1, 1, 1, 8), 0),
+])
+def test_residual(vanilla, case, residual_first, residual_shape, offloaded_adds):
+    data, skip = relay.var("data", shape=(1, 4, 8, 8)), relay.var("skip", shape=residual_shape)
+    conv = relay.nn.conv2d(data, relay.const(np.ones((4, 4, 3, 3), "float32")), padding=(1, 1))
+    biased = relay.nn.bias_add(conv, relay.const(np.ones(4, "float32")))
+    out = relay.nn.relu(relay.add(skip, biased) if residual_first else relay.add(biased, skip))
+    offloaded, on_cpu = partition_ops(vanilla, out, data, skip)
+    assert offloaded.count("nn.conv2d") == 1 and offloaded.count("nn.bias_add") == 1, case
+    assert offloaded.count("add") == offloaded_adds and on_cpu.count("add") == 1 - offloaded_adds, case
+    assert ("nn.relu" in offloaded) == bool(offloaded_adds), case
+
+
+def test_residual_without_bias_stays_on_cpu(vanilla):
+    data = relay.var("data", shape=(1, 4, 8, 8))
+    conv = relay.nn.conv2d(data, relay.const(np.ones((4, 4, 3, 3), "float32")), padding=(1, 1))
+    offloaded, on_cpu = partition_ops(vanilla, relay.add(conv, data), data)
+    assert offloaded == ["nn.conv2d"] and on_cpu == ["add"]

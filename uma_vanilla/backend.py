@@ -3,8 +3,8 @@ from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from .codegen import gen_includes
-from .passes import VanillaAcceleratorConv2DPass, describe_output_stage, nchw_layout_pass
-from .patterns import conv2d_pattern, why_not_offloaded
+from .passes import VanillaAcceleratorConv2DPass, describe_output_stage, fold_weights, lift_constants, pack_weights
+from .patterns import conv2d_pattern, conv2d_residual_pattern, why_not_offloaded
 
 
 class VanillaAcceleratorBackend(UMABackend):
@@ -15,9 +15,13 @@ class VanillaAcceleratorBackend(UMABackend):
         super().__init__(merge_compiler_regions=False)
         # The MAC array's window buffer holds kernels up to this size.
         self._register_target_attr("max_kernel_size", default=7)
-        self._register_relay_pass(PassPhase.PRE_PARTITIONING, nchw_layout_pass(self._offloadable))
+        # Its DMA reads NCHW and NHWC feature maps: models keep their layout, no transposes.
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, fold_weights())
+        self._register_pattern("conv2d_residual", conv2d_residual_pattern(), self._offloadable)
         self._register_pattern("conv2d", conv2d_pattern(), self._offloadable)
+        self._register_relay_pass(PassPhase.POST_PARTITIONING_1, lift_constants())
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, describe_output_stage)
+        self._register_relay_pass(PassPhase.POST_PARTITIONING_1, pack_weights())
         self._register_tir_pass(PassPhase.TIR_PHASE_0, VanillaAcceleratorConv2DPass())
         self._register_codegen(fmt="c", includes=gen_includes)
 

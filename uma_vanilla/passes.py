@@ -1,9 +1,9 @@
-"""Vanilla's passes: the TIR pass calling its C API, and the layout conversion before partitioning."""
+"""Vanilla's passes: weights packed for its engine, and the TIR pass calling its C API."""
 import tvm
 from tvm import tir
 
-from tvm_extension.uma import offloaded_functions, status_checked
-from tvm_extension.uma.layout import offload_layout_pass
+from tvm_extension.uma import lift_constants_pass, offloaded_functions, status_checked
+from tvm_extension.uma.layout import fold_weights_pass, pack_weights_pass
 
 from .patterns import split_composite
 
@@ -12,31 +12,46 @@ FLT_MAX = 3.4028234663852886e38
 ATTR = "VanillaOutputStage"  # function attribute: what follows the conv in an offloaded function
 
 
+def _param_index(func, expr, role):
+    for i, param in enumerate(func.params):
+        if expr.same_as(param):
+            return i
+    raise ValueError(f"{func.attrs['global_symbol']}: its {role} tensor is computed inside the offloaded function")
+
+
 @tvm.transform.module_pass(opt_level=0, name="VanillaDescribeOutputStage")
 def describe_output_stage(mod, _ctx):
-    """Record on each offloaded function whether it adds a bias and how it clamps.
+    """Record on each offloaded function which parameter is what, whether it adds a bias and a
+    residual, and how it clamps.
 
-    Read from Relay (conv2d -> add(bias) -> relu|clip), so the TIR pass needs no block names.
+    Read from Relay (conv2d -> bias -> residual -> relu|clip), so the TIR pass needs no block names.
     """
     for gvar, func in offloaded_functions(mod, "vanilla_accelerator"):
-        _, add, activation = split_composite(func.body)
+        if ATTR in func.attrs:  # partitioned before (the Python flow partitions, then tvmc.compile)
+            continue
+        conv, bias, residual, activation = split_composite(func.body)
         lo, hi = -FLT_MAX, FLT_MAX
         if activation is not None and activation.op.name == "nn.relu":
             lo = 0.0
         elif activation is not None:
             lo, hi = max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
-        stage = {"bias": int(add is not None), "clamp": int(activation is not None), "lo": lo, "hi": hi}
+        roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias.args[1] if bias is not None else None,
+                 "residual": residual}
+        stage = {role: _param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
+        stage.update(clamp=int(activation is not None), lo=lo, hi=hi, layout=str(conv.attrs.data_layout).lower())
         mod[gvar] = func.with_attr(ATTR, stage)
     return mod
 
 
 @tvm.tir.transform.prim_func_pass(opt_level=2)
 class VanillaAcceleratorConv2DPass:
-    """Replace an offloaded conv2d (+ bias, + ReLU/clip) function by one call of Vanilla's C API.
+    """Replace an offloaded conv2d (+ bias, + residual, + ReLU/clip) function by one call of Vanilla's C API.
 
-    The function's buffers are, in order: input, weights, [bias], output.  The kernel pads by
-    itself, so it reads the unpadded input, and writes the function's output directly; a
-    non-zero status fails the whole inference instead of returning wrong numbers.
+    The function's parameters are the input (NCHW or NHWC), the weights (packed OIHW), the
+    bias and the residual (which is which: the function's VanillaOutputStage attribute), and
+    the output.  The kernel pads by itself, so it reads the unpadded input, and writes the
+    function's output directly; a non-zero status fails the whole inference instead of
+    returning wrong numbers.
     """
 
     def transform_function(self, func, mod, ctx):
@@ -45,24 +60,40 @@ class VanillaAcceleratorConv2DPass:
             return func
         stage = relay_attrs[ATTR]
         buffers = [func.buffer_map[p] for p in func.params]
-        ifmap, weights, result = buffers[0], buffers[1], buffers[-1]
-        _, ic, ih, iw = ifmap.shape
-        oc, weight_ic, kh, kw = weights.shape
-        if int(weight_ic) != int(ic) or [int(d) for d in result.shape[2:]] != [int(ih), int(iw)]:
+        ifmap, weights, result = buffers[int(stage["ifmap"])], buffers[int(stage["weights"])], buffers[-1]
+        layout = str(stage["layout"])
+        shape = dict(zip(layout, (int(d) for d in ifmap.shape)))
+        ic, ih, iw = shape["c"], shape["h"], shape["w"]
+        oc, weight_ic, kh, kw = (int(d) for d in weights.shape)
+        if weight_ic != ic or dict(zip(layout, (int(d) for d in result.shape))) != {**shape, "c": oc}:
             raise ValueError(f"{func.attrs['global_symbol']}: not a stride-1 same-padded conv2d, the pattern let it through")
         sizes = [oc, iw, ih, ic, kh, kw]
         bounds = [tir.FloatImm("float32", float(stage["lo"])), tir.FloatImm("float32", float(stage["hi"]))]
-        if int(stage["bias"]):
-            status = tir.call_extern("int32", "vanilla_conv2dnchw_bias_clamp", ifmap.data, weights.data,
-                                     buffers[2].data, result.data, *sizes, *bounds)
+        kernel = f"vanilla_conv2d{layout}"
+        extra = [buffers[int(stage[role])].data for role in ("bias", "residual") if role in stage]
+        if "residual" in stage:
+            kernel, args = f"{kernel}_bias_residual_clamp", [*extra, result.data, *sizes, *bounds]
+        elif "bias" in stage:
+            kernel, args = f"{kernel}_bias_clamp", [*extra, result.data, *sizes, *bounds]
         elif int(stage["clamp"]):
-            status = tir.call_extern("int32", "vanilla_conv2dnchw_clamp", ifmap.data, weights.data, result.data,
-                                     *sizes, *bounds)
+            kernel, args = f"{kernel}_clamp", [result.data, *sizes, *bounds]
         else:
-            status = tir.call_extern("int32", "vanilla_conv2dnchw", ifmap.data, weights.data, result.data, *sizes)
+            args = [result.data, *sizes]
+        status = tir.call_extern("int32", kernel, ifmap.data, weights.data, *args)
         return func.with_body(status_checked(status, "vanilla_status"))
 
 
-def nchw_layout_pass(accepts):
-    """Vanilla computes in NCHW: convert the convs it takes (and their bias/activation) before partitioning."""
-    return offload_layout_pass(accepts, "NCHW", "OIHW", name="VanillaOffloadLayout")
+def pack_weights():
+    """Vanilla reads weights as [oc][ic][kh][kw] whatever the feature maps' layout."""
+    return pack_weights_pass("vanilla_accelerator", "OIHW", name="VanillaPackWeights")
+
+
+def fold_weights():
+    """TFLite's float16 weights arrive as cast(constant): fold them so the pattern sees constants."""
+    return fold_weights_pass(name="VanillaFoldWeights")
+
+
+def lift_constants():
+    """Every tensor an offloaded function reads becomes a parameter (the framework would do it
+    after the backend's passes; describing the roles needs it first)."""
+    return lift_constants_pass("vanilla_accelerator")

@@ -1,28 +1,69 @@
 """Relay patterns offloaded to Vanilla: exactly what its Conv2D engine can compute.
 
-The engine's output stage adds a per-channel bias and clamps (ReLU, ReLU6, any clip), so
-``conv2d -> add(bias) -> relu|clip`` is one offloaded call; each part after the conv is optional.
+The engine's output stage adds a per-channel bias, then a residual tensor of the output's shape
+(the skip connection of ResNet-style blocks), and clamps (ReLU, ReLU6, any clip), so
+``conv2d -> add|bias_add(bias) -> add(residual) -> relu|clip`` is one offloaded call; each part
+after the conv is optional, a residual needs a bias (two patterns: with and without residual).  (ONNX's Conv imports its bias as ``nn.bias_add``, the layout pass and TFLite give ``add``.)
 """
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import tvm
-from tvm.relay.dataflow_pattern import is_constant, is_op, wildcard
+from tvm import relay
+from tvm.relay.dataflow_pattern import is_constant, is_op, is_var, wildcard
+
+
+def _conv(bias, biased_only=False):
+    conv = is_op("nn.conv2d")(wildcard(), wildcard())
+    biased = is_op("add")(conv, bias) | is_op("nn.bias_add")(conv, bias)
+    return biased if biased_only else conv | biased
+
+
+def _activation(x):
+    return x.optional(lambda y: is_op("nn.relu")(y) | is_op("clip")(y))
+
+
+def conv2d_residual_pattern():
+    """conv2d -> bias -> add(residual), in either order -> [relu|clip].
+
+    Registered before ``conv2d_pattern``: MergeComposite tries patterns in order, and a
+    rejected residual (broadcast, other dtype) leaves the conv for the next pattern.
+    """
+    biased = _conv(is_constant(), biased_only=True)
+    return _activation(is_op("add")(biased, wildcard()) | is_op("add")(wildcard(), biased))
 
 
 def conv2d_pattern():
-    conv = is_op("nn.conv2d")(wildcard(), wildcard())
-    with_bias = conv.optional(lambda x: is_op("add")(x, is_constant()))
-    return with_bias.optional(lambda x: is_op("nn.relu")(x) | is_op("clip")(x))
+    """conv2d -> [bias] -> [relu|clip]."""
+    return _activation(_conv(is_constant()))
 
 
-def split_composite(root):
-    """(conv2d, add or None, relu/clip or None) of an expression matched by ``conv2d_pattern``."""
-    parts = {}
-    call = root
-    while call.op.name != "nn.conv2d":
-        parts[call.op.name] = call
-        call = call.args[0]
-    return call, parts.get("add"), parts.get("nn.relu") or parts.get("clip")
+class Parts(NamedTuple):
+    conv: relay.Call
+    bias: Optional[relay.Call]  # the add / bias_add of a per-channel constant
+    residual: Optional[relay.Expr]  # the tensor added after the bias
+    activation: Optional[relay.Call]  # relu / clip
+
+
+# Tells the bias from the residual, in the matched graph and in the offloaded function (where
+# the constant bias has become a parameter).
+_BIASED = _conv(is_constant() | is_var())
+
+
+def split_composite(root) -> Parts:
+    """The parts of an expression matched by ``conv2d_pattern``."""
+    activation = residual = None
+    expr = root
+    if expr.op.name in ("nn.relu", "clip"):
+        activation, expr = expr, expr.args[0]
+    if not _BIASED.match(expr):  # add(biased conv, residual) in either order
+        chain = 0 if _BIASED.match(expr.args[0]) else 1
+        residual, expr = expr.args[1 - chain], expr.args[chain]
+    bias = expr if expr.op.name != "nn.conv2d" else None
+    return Parts(expr if bias is None else expr.args[0], bias, residual, activation)
+
+
+# (feature map, weights) layouts Vanilla's engine reads; NHWC is TFLite's, HWIO what TVM's NHWC conv takes.
+LAYOUTS = {("NCHW", "OIHW"), ("NHWC", "HWIO")}
 
 
 def _ints(values):
@@ -33,9 +74,15 @@ def _static(shape) -> bool:
     return all(isinstance(d, tvm.tir.IntImm) for d in shape)
 
 
-def _bias_problem(add, channels: int) -> Optional[str]:
+def _bias_problem(add, channels: int, layout: str) -> Optional[str]:
     bias = add.args[1].checked_type
-    if bias.dtype != "float32" or _ints(bias.shape) not in ([1, channels, 1, 1], [channels, 1, 1]):
+    axis = layout.index("C")
+    if add.op.name == "nn.bias_add":
+        per_channel = [[channels]] if int(add.attrs.axis) % 4 == axis else []
+    else:  # add broadcasts: [C,1,1] / [1,C,1,1] in NCHW, [C] / [1,1,1,C] in NHWC
+        shape = [channels if a == "C" else 1 for a in layout]
+        per_channel = [shape, shape[1:]] + ([[channels]] if layout == "NHWC" else [])
+    if bias.dtype != "float32" or _ints(bias.shape) not in per_channel:
         return f"bias of shape {_ints(bias.shape)} is not per output channel"
     return None
 
@@ -43,27 +90,28 @@ def _bias_problem(add, channels: int) -> Optional[str]:
 def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
     """None when Vanilla computes this conv2d (with its bias and activation), else why not.
 
-    Vanilla: NCHW/OIHW float32, batch 1, stride 1, no dilation or groups, odd kernel up to
+    Vanilla: NCHW/OIHW or NHWC/HWIO float32, batch 1, stride 1, no dilation or groups, odd kernel up to
     ``max_kernel_size``, "same" zero padding.
     """
-    conv, add, _ = split_composite(root)
+    conv, add, residual, _ = split_composite(root)
     attrs = conv.attrs
     data, weight = conv.args[0].checked_type, conv.args[1].checked_type
-    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or attrs.out_layout not in ("", "NCHW"):
-        return f"layout {attrs.data_layout}/{attrs.kernel_layout} (needs NCHW/OIHW)"
+    if int(attrs.groups) != 1:
+        return "grouped/depthwise"
+    layout = str(attrs.data_layout)
+    if (layout, attrs.kernel_layout) not in LAYOUTS or attrs.out_layout not in ("", layout):
+        return f"layout {attrs.data_layout}/{attrs.kernel_layout} (needs NCHW/OIHW or NHWC/HWIO)"
     if data.dtype != "float32" or weight.dtype != "float32" or attrs.out_dtype not in ("", "float32"):
         return f"dtype {data.dtype} (needs float32)"
     if len(data.shape) != 4 or not (_static(data.shape) and _static(weight.shape)):
         return "dynamic shape"
-    if int(attrs.groups) != 1:
-        return "grouped/depthwise"
     if _ints(attrs.strides) != [1, 1]:
         return f"stride {'x'.join(map(str, _ints(attrs.strides)))} (needs 1)"
     if _ints(attrs.dilation) != [1, 1]:
         return "dilation"
     if int(data.shape[0]) != 1:
         return f"batch {int(data.shape[0])} (needs 1)"
-    kh, kw = _ints(weight.shape[2:])
+    kh, kw = (_ints(weight.shape)[attrs.kernel_layout.index(axis)] for axis in "HW")
     if kh % 2 == 0 or kw % 2 == 0:
         return f"even kernel {kh}x{kw}"
     if max(kh, kw) > max_kernel_size:
@@ -71,7 +119,10 @@ def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
     ph, pw = (kh - 1) // 2, (kw - 1) // 2
     if _ints(attrs.padding) != [ph, pw, ph, pw]:
         return "padding is not 'same'"
-    return _bias_problem(add, int(weight.shape[0])) if add is not None else None
+    channels = int(weight.shape[attrs.kernel_layout.index("O")])
+    if residual is not None and not tvm.ir.structural_equal(residual.checked_type, root.checked_type):
+        return f"residual of type {residual.checked_type} is not the conv's output type"
+    return _bias_problem(add, channels, layout) if add is not None else None
 
 
 def conv2d_supported(conv, max_kernel_size: int) -> bool:

@@ -68,13 +68,29 @@ NOINLINE static void block(const float* restrict panel, int nj, int W, int nkx, 
   ALL(STORE)
 }
 
-int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
-                           int kh, int kw) {
-  if (ifmap == NULL || weights == NULL || result == NULL) return VANILLA_EINVAL;
-  if (oc <= 0 || iw <= 0 || ih <= 0 || ic <= 0 || kh <= 0 || kw <= 0) return VANILLA_EINVAL;
-  if (kh % 2 == 0 || kw % 2 == 0) return VANILLA_EINVAL;
+/* Where the engine's DMA finds element (channel c, pixel p) of a feature map with `channels`
+ * channels and `plane` pixels: NCHW keeps each channel's plane contiguous, NHWC each pixel's channels. */
+typedef struct {
+  size_t channel, pixel; /* strides */
+} layout_t;
 
+static layout_t layout_of(int nhwc, size_t channels, size_t plane) {
+  layout_t l = {nhwc ? 1 : plane, nhwc ? channels : 1};
+  return l;
+}
+
+static int valid_sizes(const float* ifmap, const float* weights, const float* result, int oc, int iw, int ih,
+                       int ic, int kh, int kw) {
+  if (ifmap == NULL || weights == NULL || result == NULL) return 0;
+  if (oc <= 0 || iw <= 0 || ih <= 0 || ic <= 0 || kh <= 0 || kw <= 0) return 0;
+  return kh % 2 == 1 && kw % 2 == 1;
+}
+
+/* The convolution engine; `nhwc` selects the feature maps' layout, weights are always [oc][ic][kh][kw]. */
+static void conv2d(const float* ifmap, const float* weights, float* result, int oc, int iw, int ih, int ic,
+                   int kh, int kw, int nhwc) {
   const size_t plane = (size_t)ih * (size_t)iw;
+  const layout_t in = layout_of(nhwc, (size_t)ic, plane), out = layout_of(nhwc, (size_t)oc, plane);
   if (kh == 1 && kw == 1 && plane <= INT_MAX / 2) { iw = (int)plane; ih = 1; } /* 1x1: one long row */
   const int ph = (kh - 1) / 2, pw = (kw - 1) / 2;
   const size_t nrows = (size_t)ic * kh; /* reduction rows j = c*kh + ky; w_o[j*kw + kx] */
@@ -101,8 +117,13 @@ int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, 
             if (iy < 0 || iy >= ih || hi <= lo) {
               for (int q = 0; q < W; ++q) prow[q] = 0.0f;
             } else {
+              const float* src = ifmap + c * in.channel + ((size_t)iy * iw + lo) * in.pixel;
               for (int q = 0; q < lo - left; ++q) prow[q] = 0.0f;
-              memcpy(prow + (lo - left), ifmap + c * plane + (size_t)iy * iw + lo, (size_t)(hi - lo) * sizeof(float));
+              if (in.pixel == 1) {
+                memcpy(prow + (lo - left), src, (size_t)(hi - lo) * sizeof(float));
+              } else {
+                for (int q = 0; q < hi - lo; ++q) prow[lo - left + q] = src[(size_t)q * in.pixel];
+              }
               for (int q = hi - left; q < W; ++q) prow[q] = 0.0f;
             }
             if (++ky == kh) { ky = 0; ++c; }
@@ -113,39 +134,58 @@ int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, 
             for (int o = 0; o < OB; ++o)
               w[o] = weights + (size_t)(o < no ? ob + o : oc - 1) * nrows * kw + j0 * kw + kx0;
             for (int xs = 0; xs < nr; xs += XS) {
-              float* dst = result + (size_t)ob * plane + (size_t)y * iw + x0 + xs;
-              /* a partial block (channel or column tail) goes through a small tile */
-              const int full = (no == OB && xs + XS <= n), nx = imin(XS, n - xs);
+              float* dst = result + (size_t)ob * out.channel + ((size_t)y * iw + x0 + xs) * out.pixel;
+              /* A block of contiguous pixels is written in place; a partial block (channel or
+               * column tail) or an NHWC block goes through a small [OB][XS] tile. */
+              const int nx = imin(XS, n - xs), direct = (no == OB && nx == XS && out.pixel == 1);
               float tile[OB * XS];
-              if (!full && !first) { /* zero it, then load the valid partial sums */
+              if (!direct && !first) { /* zero it, then load the valid partial sums */
                 memset(tile, 0, sizeof tile);
-                for (int o = 0; o < no; ++o) memcpy(tile + o * XS, dst + o * plane, nx * sizeof(float));
+                for (int o = 0; o < no; ++o)
+                  for (int x = 0; x < nx; ++x) tile[o * XS + x] = dst[o * out.channel + x * out.pixel];
               }
-              block(panel + xs, nj, W, nkx, kw, w[0], w[1], w[2], w[3], full ? dst : tile,
-                    full ? plane : XS, !first);
-              if (!full)
-                for (int o = 0; o < no; ++o) memcpy(dst + o * plane, tile + o * XS, nx * sizeof(float));
+              block(panel + xs, nj, W, nkx, kw, w[0], w[1], w[2], w[3], direct ? dst : tile,
+                    direct ? out.channel : XS, !first);
+              if (!direct)
+                for (int o = 0; o < no; ++o)
+                  for (int x = 0; x < nx; ++x) dst[o * out.channel + x * out.pixel] = tile[o * XS + x];
             }
           }
         }
       }
     }
   }
+}
+
+int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                           int kh, int kw) {
+  if (!valid_sizes(ifmap, weights, result, oc, iw, ih, ic, kh, kw)) return VANILLA_EINVAL;
+  conv2d(ifmap, weights, result, oc, iw, ih, ic, kh, kw, 0);
   return VANILLA_OK;
 }
 
-/* The output stage: clamp(conv + bias, lo, hi), one contiguous pass per channel plane. */
-static int32_t output_stage(float* ifmap, float* weights, const float* bias, float* result, int oc, int iw,
-                            int ih, int ic, int kh, int kw, float lo, float hi) {
-  if (!(lo <= hi)) return VANILLA_EINVAL;
-  const int32_t status = vanilla_conv2dnchw(ifmap, weights, result, oc, iw, ih, ic, kh, kw);
-  if (status != VANILLA_OK) return status;
+int32_t vanilla_conv2dnhwc(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                           int kh, int kw) {
+  if (!valid_sizes(ifmap, weights, result, oc, iw, ih, ic, kh, kw)) return VANILLA_EINVAL;
+  conv2d(ifmap, weights, result, oc, iw, ih, ic, kh, kw, 1);
+  return VANILLA_OK;
+}
+
+/* The output stage: clamp(conv + bias + residual, lo, hi), one contiguous pass per channel (NCHW)
+ * or pixel (NHWC); bias and residual may be NULL. */
+static int32_t output_stage(float* ifmap, float* weights, const float* bias, const float* residual,
+                            float* result, int oc, int iw, int ih, int ic, int kh, int kw, float lo, float hi,
+                            int nhwc) {
+  if (!valid_sizes(ifmap, weights, result, oc, iw, ih, ic, kh, kw) || !(lo <= hi)) return VANILLA_EINVAL;
+  conv2d(ifmap, weights, result, oc, iw, ih, ic, kh, kw, nhwc);
   const size_t plane = (size_t)ih * (size_t)iw;
-  for (int o = 0; o < oc; ++o) {
-    float* restrict out = result + (size_t)o * plane;
-    const float b = bias != NULL ? bias[o] : 0.0f;
-    for (size_t i = 0; i < plane; ++i) {
-      const float v = out[i] + b;
+  const size_t rows = nhwc ? plane : (size_t)oc, row = nhwc ? (size_t)oc : plane;
+  for (size_t r = 0; r < rows; ++r) {
+    float* restrict out = result + r * row;
+    const float* add = residual == NULL ? NULL : residual + r * row;
+    for (size_t i = 0; i < row; ++i) {
+      float v = out[i] + (bias == NULL ? 0.0f : bias[nhwc ? i : r]);
+      if (add != NULL) v += add[i];
       out[i] = v < lo ? lo : (v > hi ? hi : v);
     }
   }
@@ -155,10 +195,35 @@ static int32_t output_stage(float* ifmap, float* weights, const float* bias, flo
 int32_t vanilla_conv2dnchw_bias_clamp(float* ifmap, float* weights, float* bias, float* result, int oc, int iw,
                                       int ih, int ic, int kh, int kw, float lo, float hi) {
   if (bias == NULL) return VANILLA_EINVAL;
-  return output_stage(ifmap, weights, bias, result, oc, iw, ih, ic, kh, kw, lo, hi);
+  return output_stage(ifmap, weights, bias, NULL, result, oc, iw, ih, ic, kh, kw, lo, hi, 0);
 }
 
 int32_t vanilla_conv2dnchw_clamp(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
                                  int kh, int kw, float lo, float hi) {
-  return output_stage(ifmap, weights, NULL, result, oc, iw, ih, ic, kh, kw, lo, hi);
+  return output_stage(ifmap, weights, NULL, NULL, result, oc, iw, ih, ic, kh, kw, lo, hi, 0);
+}
+
+int32_t vanilla_conv2dnhwc_bias_clamp(float* ifmap, float* weights, float* bias, float* result, int oc, int iw,
+                                      int ih, int ic, int kh, int kw, float lo, float hi) {
+  if (bias == NULL) return VANILLA_EINVAL;
+  return output_stage(ifmap, weights, bias, NULL, result, oc, iw, ih, ic, kh, kw, lo, hi, 1);
+}
+
+int32_t vanilla_conv2dnhwc_clamp(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                                 int kh, int kw, float lo, float hi) {
+  return output_stage(ifmap, weights, NULL, NULL, result, oc, iw, ih, ic, kh, kw, lo, hi, 1);
+}
+
+int32_t vanilla_conv2dnchw_bias_residual_clamp(float* ifmap, float* weights, float* bias, float* residual,
+                                               float* result, int oc, int iw, int ih, int ic, int kh, int kw,
+                                               float lo, float hi) {
+  if (bias == NULL || residual == NULL) return VANILLA_EINVAL;
+  return output_stage(ifmap, weights, bias, residual, result, oc, iw, ih, ic, kh, kw, lo, hi, 0);
+}
+
+int32_t vanilla_conv2dnhwc_bias_residual_clamp(float* ifmap, float* weights, float* bias, float* residual,
+                                               float* result, int oc, int iw, int ih, int ic, int kh, int kw,
+                                               float lo, float hi) {
+  if (bias == NULL || residual == NULL) return VANILLA_EINVAL;
+  return output_stage(ifmap, weights, bias, residual, result, oc, iw, ih, ic, kh, kw, lo, hi, 1);
 }

@@ -1,4 +1,8 @@
-/* Vanilla accelerator: C API of its Conv2D engine (a host mock of the hardware). */
+/* Vanilla accelerator: C API of its Conv2D engine (a host mock of the hardware).
+ *
+ * The engine's DMA reads and writes feature maps in either layout, NCHW (the `nchw` entries)
+ * or NHWC (the `nhwc` entries), so models keep their own layout and need no transposes.
+ * Weights are always [oc][ic][kh][kw]; the compiler packs them into that layout once. */
 #ifndef VANILLA_ACCELERATOR_H_
 #define VANILLA_ACCELERATOR_H_
 
@@ -26,6 +30,24 @@ int32_t vanilla_conv2dnchw_bias_clamp(float* ifmap, float* weights, float* bias,
 /* The output stage without bias: result = clamp(conv, lo, hi). */
 int32_t vanilla_conv2dnchw_clamp(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
                                  int kh, int kw, float lo, float hi);
+
+/* The output stage with a residual (a skip connection) of the result's shape and layout:
+ * result = clamp(conv + bias[o] + residual, lo, hi).  residual may alias ifmap, not result. */
+int32_t vanilla_conv2dnchw_bias_residual_clamp(float* ifmap, float* weights, float* bias, float* residual,
+                                               float* result, int oc, int iw, int ih, int ic, int kh, int kw,
+                                               float lo, float hi);
+
+/* The same four operations on NHWC feature maps: ifmap [ih][iw][ic], result [ih][iw][oc];
+ * weights still [oc][ic][kh][kw], bias [oc].  Results equal the NCHW entries' bit for bit. */
+int32_t vanilla_conv2dnhwc(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                           int kh, int kw);
+int32_t vanilla_conv2dnhwc_bias_clamp(float* ifmap, float* weights, float* bias, float* result, int oc, int iw,
+                                      int ih, int ic, int kh, int kw, float lo, float hi);
+int32_t vanilla_conv2dnhwc_clamp(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                                 int kh, int kw, float lo, float hi);
+int32_t vanilla_conv2dnhwc_bias_residual_clamp(float* ifmap, float* weights, float* bias, float* residual,
+                                               float* result, int oc, int iw, int ih, int ic, int kh, int kw,
+                                               float lo, float hi);
 
 #ifdef __cplusplus
 }

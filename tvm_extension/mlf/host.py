@@ -112,6 +112,11 @@ def _describe(tree: Path) -> Tuple[str, List[Tensor], List[Tensor]]:
     return prefix, inputs, outputs
 
 
+# As firmware is linked: functions nothing calls (a kernel library's unused entry points, TVM
+# runtime helpers) are left out of the program.
+SECTION_GC = ("-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections")
+
+
 def build(mlf: os.PathLike, work_dir: os.PathLike, cc: str = "gcc", cflags: Sequence[str] = ("-O2",)) -> HostProgram:
     """Unpack ``mlf`` into ``work_dir`` and compile it with ``cc`` into ``work_dir/model``."""
     work_dir = Path(work_dir)
@@ -126,7 +131,7 @@ def build(mlf: os.PathLike, work_dir: os.PathLike, cc: str = "gcc", cflags: Sequ
     sources = sorted((tree / "codegen" / "host" / "src").glob("*.c")) + sorted((tree / "runtime" / "src").glob("*.c"))
     executable = work_dir / "model"
     command = [
-        cc, *cflags, "-std=c11", "-o", str(executable),
+        cc, *cflags, *SECTION_GC, "-std=c11", "-o", str(executable),
         f"-I{tree / 'codegen' / 'host' / 'include'}", f"-I{tree / 'runtime' / 'include'}",
         f'-DMLF_HEADER="{prefix}.h"', f"-DMLF_PREFIX={prefix}",
         "-DMLF_INPUT_SIZES=" + ",".join(str(t.size) for t in inputs),

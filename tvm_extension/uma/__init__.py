@@ -2,7 +2,7 @@
 
 Knows Relay and TIR, nothing of TVMC's command line.
 """
-from .lower import offloaded_functions, status_checked
+from .lower import lift_constants_pass, offloaded_functions, status_checked
 from .register import BackendError, configure, register_backend, registered_backends
 from .codegen import C_LIBRARIES, c_library_files
 from .report import OffloadReport, offload_report
@@ -11,6 +11,7 @@ from .codegen import BackendFailure, LAST_FAILURE
 
 __all__ = [
     "BackendError",
+    "lift_constants_pass",
     "offloaded_functions",
     "status_checked",
     "configure",

@@ -12,6 +12,9 @@ the kernel's layout, and carries the conversion through what follows them per ch
 
 Weights (and the cast/transpose/reshape that frontends put on them) are transformed with
 numpy here, not by FoldConstant, which would compile and run one TVM function per weight.
+
+A kernel that reads feature maps in the model's own layout needs no conversion at all, only
+its weights in one layout: ``pack_weights_pass`` permutes them once, at compile time.
 """
 from typing import Callable
 
@@ -19,6 +22,8 @@ import numpy as np
 import tvm
 from tvm import relay
 from tvm.relay.expr_functor import ExprMutator
+
+from .lower import offloaded_functions
 
 _ELEMENTWISE_AFTER = ("nn.relu", "clip")
 
@@ -55,7 +60,19 @@ def _per_channel(bias: np.ndarray, layout: str, channels: int, axis=None):
     return bias.reshape(-1) if dims == wanted else None
 
 
-class _OffloadLayout(ExprMutator):
+class _FoldWeights(ExprMutator):
+    """Folds cast/transpose/reshape chains on constants, so patterns see weights as constants."""
+
+    def visit_call(self, call):
+        new = super().visit_call(call)
+        if isinstance(new.op, tvm.ir.Op) and len(new.args) == 1 and isinstance(new.args[0], relay.Constant):
+            folded = _fold_constant(new.op.name, new.args[0].data.numpy(), new.attrs, call.checked_type)
+            if folded is not None:
+                return relay.const(folded)
+        return new
+
+
+class _OffloadLayout(_FoldWeights):
     def __init__(self, accepts, data_layout, kernel_layout):
         super().__init__()
         self.accepts, self.layout, self.kernel_layout = accepts, data_layout, kernel_layout
@@ -69,13 +86,9 @@ class _OffloadLayout(ExprMutator):
 
     def visit_call(self, call):
         new = super().visit_call(call)
-        if not isinstance(new.op, tvm.ir.Op):
+        if not isinstance(new, relay.Call) or not isinstance(new.op, tvm.ir.Op):
             return new
         name = new.op.name
-        if len(new.args) == 1 and isinstance(new.args[0], relay.Constant):
-            folded = _fold_constant(name, new.args[0].data.numpy(), new.attrs, call.checked_type)
-            if folded is not None:
-                return relay.const(folded)
         if name in ("nn.conv2d", "qnn.conv2d"):
             return self._conv(new, call.args[0].checked_type)
         back = new.args[0] if new.args and _is_back_transform(new.args[0], self.layout) else None
@@ -142,6 +155,27 @@ class _OffloadLayout(ExprMutator):
         return self._back_to(moved, model_layout, channels)
 
 
+def _run_on_main_functions(mod, mutator):
+    """``mutator`` over every function of ``mod`` that is not already offloaded."""
+    mod = relay.transform.InferType()(mod)
+    for gvar, func in list(mod.functions.items()):
+        if isinstance(func, relay.Function) and not (func.attrs and "Compiler" in func.attrs):
+            mod[gvar] = mutator.visit(func)
+            mod = relay.transform.InferType()(mod)
+    return mod
+
+
+def fold_weights_pass(name: str = "FoldWeights"):
+    """Pre-partitioning pass: weights that frontends compute from constants (cast from float16,
+    transpose, reshape) become constants, so ``is_constant()`` in a pattern matches them."""
+
+    @tvm.transform.module_pass(opt_level=0, name=name)
+    def fold(mod, _ctx):
+        return _run_on_main_functions(mod, _FoldWeights())
+
+    return fold
+
+
 def offload_layout_pass(
     accepts: Callable[[relay.Call], bool], data_layout: str = "NCHW", kernel_layout: str = "OIHW",
     name: str = "OffloadLayout",
@@ -150,12 +184,81 @@ def offload_layout_pass(
 
     @tvm.transform.module_pass(opt_level=0, name=name)
     def convert(mod, _ctx):
-        mod = relay.transform.InferType()(mod)
-        mutator = _OffloadLayout(accepts, data_layout, kernel_layout)
-        for gvar, func in list(mod.functions.items()):
-            if isinstance(func, relay.Function) and not (func.attrs and "Compiler" in func.attrs):
-                mod[gvar] = mutator.visit(func)
-                mod = relay.transform.InferType()(mod)
-        return mod
+        return _run_on_main_functions(mod, _OffloadLayout(accepts, data_layout, kernel_layout))
 
     return convert
+
+
+_CONVS = ("nn.conv2d", "qnn.conv2d")
+
+
+def _pack_function(func: relay.Function, kernel_layout: str):
+    """``func`` with its conv weights read from ``kernel_layout``: (new function, {param index: layout it had})."""
+    index = {param: i for i, param in enumerate(func.params)}
+    moved = {}  # param index -> the conv's kernel layout
+
+    class _Pack(ExprMutator):
+        def visit_call(self, call):
+            new = super().visit_call(call)
+            if not (isinstance(new.op, tvm.ir.Op) and new.op.name in _CONVS):
+                return new
+            layout, weight = str(new.attrs.kernel_layout), new.args[1]
+            if layout == kernel_layout or sorted(layout) != sorted(kernel_layout):
+                return new
+            if isinstance(weight, relay.Constant):
+                packed = relay.const(_permute(weight.data.numpy(), layout, kernel_layout))
+                return relay.Call(new.op, [new.args[0], relay.layout_transform(packed, kernel_layout, layout),
+                                           *new.args[2:]], new.attrs, new.type_args, new.span)
+            if isinstance(weight, relay.Var) and weight in index:
+                moved[index[weight]] = layout
+            return new
+
+    body = _Pack().visit(func.body)
+    params = list(func.params)
+    binds = {}
+    for i, layout in moved.items():
+        old = params[i].checked_type
+        params[i] = relay.var(params[i].name_hint, relay.TensorType(
+            [old.shape[layout.index(axis)] for axis in kernel_layout], old.dtype))
+        binds[func.params[i]] = relay.layout_transform(params[i], kernel_layout, layout)
+    body = relay.bind(body, binds) if binds else body
+    return relay.Function(params, body, func.ret_type, func.type_params, func.attrs), moved
+
+
+def pack_weights_pass(target_name: str, kernel_layout: str = "OIHW", name: str = "PackWeights"):
+    """After partitioning: every conv offloaded to ``target_name`` gets its weights in ``kernel_layout``.
+
+    TVM's lowering needs a conv's weights in the layout its schedule knows (NHWC convs take
+    HWIO), so inside the offloaded function the conv reads the packed parameter through a
+    ``layout_transform``; the backend's TIR pass replaces both by its kernel call.  At the
+    call site the constant is permuted with numpy (a weight that is not a constant gets a
+    layout_transform on the CPU instead).
+    """
+
+    @tvm.transform.module_pass(opt_level=0, name=name)
+    def pack(mod, _ctx):
+        mod = relay.transform.InferType()(mod)
+        moved = {}
+        for gvar, func in offloaded_functions(mod, target_name):
+            mod[gvar], moved[gvar] = _pack_function(func, kernel_layout)
+        moved = {gvar: params for gvar, params in moved.items() if params}
+
+        class _PackedArguments(ExprMutator):
+            def visit_call(self, call):
+                new = super().visit_call(call)
+                if not (isinstance(new.op, relay.GlobalVar) and new.op in moved):
+                    return new
+                args = list(new.args)
+                for i, layout in moved[new.op].items():
+                    args[i] = (relay.const(_permute(args[i].data.numpy(), layout, kernel_layout))
+                               if isinstance(args[i], relay.Constant)
+                               else relay.layout_transform(args[i], layout, kernel_layout))
+                return relay.Call(new.op, args, new.attrs, new.type_args, new.span)
+
+        if moved:
+            for gvar, func in list(mod.functions.items()):
+                if isinstance(func, relay.Function) and not (func.attrs and "Compiler" in func.attrs):
+                    mod[gvar] = _PackedArguments().visit(func)
+        return relay.transform.InferType()(mod)
+
+    return pack
