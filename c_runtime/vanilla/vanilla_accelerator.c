@@ -94,7 +94,13 @@ static void conv2d(const float* ifmap, const float* weights, float* result, int 
   if (kh == 1 && kw == 1 && plane <= INT_MAX / 2) { iw = (int)plane; ih = 1; } /* 1x1: one long row */
   const int ph = (kh - 1) / 2, pw = (kw - 1) / 2;
   const size_t nrows = (size_t)ic * kh; /* reduction rows j = c*kh + ky; w_o[j*kw + kx] */
-  const int tx = imin(TX, (iw + XS - 1) / XS * XS);
+  int tx = imin(TX, (iw + XS - 1) / XS * XS);
+  if (nhwc) { /* NHWC partial sums cost a gather and a scatter per block: narrow the tile if that
+               * lets one panel hold the whole reduction (ic*kh rows x tile + kw-1 columns). */
+    const size_t per_row = CAP / nrows;
+    const int fit = per_row > (size_t)(kw - 1 + XS) ? (int)(per_row - (size_t)(kw - 1)) / XS * XS : 0;
+    if (fit > 0) tx = imin(tx, fit);
+  }
   const int kxs = imin(kw, CAP - TX + 1); /* kernel columns per panel; < kw only for huge kw */
   float panel[CAP];
 
