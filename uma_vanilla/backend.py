@@ -16,9 +16,11 @@ class VanillaAcceleratorBackend(UMABackend):
         # The MAC array's window buffer holds kernels up to this size.
         self._register_target_attr("max_kernel_size", default=7)
         # Its DMA reads NCHW and NHWC feature maps: models keep their layout, no transposes.
+        # Weights only need to be constants (TFLite's float16 ones are cast first).
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, fold_weights())
         self._register_pattern("conv2d_residual", conv2d_residual_pattern(), self._offloadable)
         self._register_pattern("conv2d", conv2d_pattern(), self._offloadable)
+        # After partitioning: every tensor a parameter, each one's role recorded, weights packed.
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, lift_constants())
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, describe_output_stage)
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, pack_weights())

@@ -3,7 +3,8 @@
 The engine's output stage adds a per-channel bias, then a residual tensor of the output's shape
 (the skip connection of ResNet-style blocks), and clamps (ReLU, ReLU6, any clip), so
 ``conv2d -> add|bias_add(bias) -> add(residual) -> relu|clip`` is one offloaded call; each part
-after the conv is optional, a residual needs a bias (two patterns: with and without residual).  (ONNX's Conv imports its bias as ``nn.bias_add``, the layout pass and TFLite give ``add``.)
+after the conv is optional, a residual needs a bias (two patterns: with and without residual).
+ONNX's Conv imports its bias as ``nn.bias_add``, TFLite's as ``nn.bias_add`` or ``add``.
 """
 from typing import NamedTuple, Optional
 
