@@ -125,6 +125,3 @@ def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
         return f"residual of type {residual.checked_type} is not the conv's output type"
     return _bias_problem(add, channels, layout) if add is not None else None
 
-
-def conv2d_supported(conv, max_kernel_size: int) -> bool:
-    return why_not_offloaded(conv, max_kernel_size) is None
