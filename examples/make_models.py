@@ -1,8 +1,8 @@
 """Writes the example ONNX models (deterministic weights): ``python examples/make_models.py``.
 
 * ``models/conv2d.onnx``: one 3x3 same-padded Conv2D, the tutorial's offload in isolation;
-* ``models/cnn.onnx``: a small CNN mixing offloadable convs (stride 1, same padding) with
-  layers that stay on the CPU (a strided conv, bias, ReLU, max pooling, a dense layer);
+* ``models/cnn.onnx``: a small CNN mixing offloadable convs with layers that stay on the CPU
+  (a dilated conv, max pooling, a dense layer);
 * ``models/vgg.onnx``: a conv-heavy VGG-style network (48x48 input, 17 M MACs in 3x3 convs),
   for the benchmark.
 """
@@ -47,7 +47,7 @@ def cnn_model():
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),  # offloaded with its bias
         helper.make_node("Relu", ["c2"], ["r2"]),
-        conv("r2", "c3", "w3", 3, [1, 1, 1, 1], strides=[2, 2]),                 # strided: CPU
+        conv("r2", "c3", "w3", 3, [2, 2, 2, 2], strides=[2, 2], dilations=[2, 2]),  # dilated: CPU
         helper.make_node("MaxPool", ["c3"], ["p3"], kernel_shape=[2, 2], strides=[2, 2]),
         conv("p3", "c4", "w4", 5, [2, 2, 2, 2]),                                 # offloaded, 5x5
         helper.make_node("Relu", ["c4"], ["r4"]),

@@ -18,6 +18,7 @@ def vanilla(tmp_path_factory):
     for layout in ("nchw", "nhwc"):
         for stage in ("", "_bias_clamp", "_clamp"):
             getattr(lib, f"vanilla_conv2d{layout}{stage}").restype = ctypes.c_int32
+        getattr(lib, f"vanilla_conv2d{layout}_general").restype = ctypes.c_int32
     return lib
 
 
@@ -121,3 +122,87 @@ def test_rejects_what_it_cannot_compute(vanilla):
     assert no_bias == 1
     assert vanilla.vanilla_conv2dnhwc(f(ifmap), f(w), None, 1, 4, 4, 1, 3, 3) == 1  # NULL result
     assert np.all(result == 5.0), "result must be untouched on error"
+
+
+def numpy_conv(ifmap, weights, oh, ow, stride, pad):
+    """float64 convolution; output (y, x) reads input rows y*sh - pt + ky, zero outside."""
+    (sh, sw), (pt, pl) = stride, pad
+    oc, ic, kh, kw = weights.shape
+    ih, iw = ifmap.shape[1:]
+    bottom, right = max(0, (oh - 1) * sh + kh - pt - ih), max(0, (ow - 1) * sw + kw - pl - iw)
+    padded = np.pad(ifmap.astype(np.float64), ((0, 0), (pt, bottom), (pl, right)))
+    out = np.zeros((oc, oh, ow))
+    for y in range(kh):
+        for x in range(kw):
+            window = padded[:, y:y + (oh - 1) * sh + 1:sh, x:x + (ow - 1) * sw + 1:sw]
+            out += np.einsum("oc,chw->ohw", weights[:, :, y, x], window)
+    return out
+
+
+def general(lib, layout, ifmap, weights, out_hw, stride=(1, 1), pad=(0, 0), bias=None, residual=None,
+            slope=None, lo=-3.4e38, hi=3.4e38):
+    """Calls vanilla_conv2d<layout>_general on NCHW-shaped numpy arrays; returns (status, NCHW result)."""
+    to_layout = (lambda a: np.ascontiguousarray(a.transpose(1, 2, 0))) if layout == "nhwc" else (lambda a: a)
+    f = lambda a: None if a is None else a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    oc, ic, kh, kw = weights.shape
+    (ih, iw), (oh, ow) = ifmap.shape[1:], out_hw
+    data, skip = to_layout(ifmap), None if residual is None else to_layout(residual)
+    result = to_layout(np.full((oc, oh, ow), np.nan, np.float32))
+    status = getattr(lib, f"vanilla_conv2d{layout}_general")(
+        f(data), f(weights), f(bias), f(skip), f(slope), f(result), oc, iw, ih, ic, kh, kw, ow, oh,
+        stride[1], stride[0], pad[1], pad[0], ctypes.c_float(lo), ctypes.c_float(hi))
+    return status, result.transpose(2, 0, 1) if layout == "nhwc" else result
+
+
+# (oc, ic, ih, iw, kh, kw, stride, pad top/left, pad bottom/right): MTCNN's "valid" 3x3,
+# ONNX/TFLite's asymmetric "same" of stride 2, 1x1 stride 2, wide kernels, pads beyond the kernel.
+WINDOWS = [
+    (10, 3, 12, 12, 3, 3, (1, 1), (0, 0), (0, 0)),
+    (16, 10, 11, 11, 3, 3, (1, 1), (0, 0), (0, 0)),
+    (8, 4, 9, 10, 3, 3, (2, 2), (0, 0), (1, 1)),
+    (8, 4, 9, 10, 3, 3, (2, 2), (1, 1), (1, 1)),
+    (24, 16, 16, 16, 1, 1, (2, 2), (0, 0), (0, 0)),
+    (5, 7, 13, 40, 10, 4, (2, 1), (4, 1), (5, 2)),
+    (6, 2, 7, 9, 2, 2, (1, 3), (0, 1), (1, 0)),
+    (3, 5, 5, 6, 3, 3, (1, 1), (3, 4), (3, 4)),
+    (33, 40, 20, 21, 5, 5, (3, 3), (2, 2), (2, 2)),
+]
+
+
+@pytest.mark.parametrize("oc,ic,ih,iw,kh,kw,stride,pad,pad_end", WINDOWS)
+def test_general_window_matches_numpy_in_both_layouts(vanilla, oc, ic, ih, iw, kh, kw, stride, pad, pad_end):
+    rng = np.random.default_rng(oc * 31 + ic)
+    ifmap = rng.standard_normal((ic, ih, iw)).astype(np.float32)
+    weights = rng.standard_normal((oc, ic, kh, kw)).astype(np.float32)
+    oh = (ih + pad[0] + pad_end[0] - kh) // stride[0] + 1
+    ow = (iw + pad[1] + pad_end[1] - kw) // stride[1] + 1
+    results = {}
+    for layout in ("nchw", "nhwc"):
+        status, results[layout] = general(vanilla, layout, ifmap, weights, (oh, ow), stride, pad)
+        assert status == 0
+    assert results["nhwc"].tobytes() == results["nchw"].tobytes()
+    np.testing.assert_allclose(results["nchw"], numpy_conv(ifmap, weights, oh, ow, stride, pad), rtol=1e-5, atol=5e-4)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_general_output_stage_with_prelu(vanilla, layout):
+    rng = np.random.default_rng(11)
+    ifmap = rng.standard_normal((6, 9, 9)).astype(np.float32)
+    weights = rng.standard_normal((5, 6, 3, 3)).astype(np.float32)
+    bias, slope = rng.standard_normal(5).astype(np.float32), rng.uniform(0.05, 0.5, 5).astype(np.float32)
+    residual = rng.standard_normal((5, 7, 7)).astype(np.float32)
+    conv = numpy_conv(ifmap, weights, 7, 7, (1, 1), (0, 0)) + bias[:, None, None] + residual
+    prelu = np.where(conv < 0, conv * slope[:, None, None], conv)
+    status, got = general(vanilla, layout, ifmap, weights, (7, 7), bias=bias, residual=residual, slope=slope, hi=4.0)
+    assert status == 0
+    np.testing.assert_allclose(got, np.minimum(prelu, 4.0), rtol=1e-5, atol=5e-4)
+    assert (got < 0).any() and (got == 4.0).any(), "the test must exercise both the slope and the clamp"
+
+
+def test_general_rejects_bad_windows(vanilla):
+    ifmap, weights = np.ones((1, 4, 4), np.float32), np.ones((1, 1, 3, 3), np.float32)
+    for bad in [dict(stride=(0, 1)), dict(pad=(-1, 0)), dict(out_hw=(0, 2)), dict(lo=1.0, hi=0.0)]:
+        args = {"out_hw": (2, 2), **bad}
+        status, result = general(vanilla, "nchw", ifmap, weights, **args)
+        assert status == 1, bad
+        assert np.isnan(result).all(), "result must be untouched on error"

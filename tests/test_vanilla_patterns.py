@@ -30,18 +30,19 @@ def offloaded(backend, data_shape, weight_shape, dtype="float32", **conv_attrs):
     ("5x3 same", (1, 2, 9, 7), (3, 2, 5, 3), dict(padding=(2, 1))),
     # TFLite's layout: offloaded as it is (Vanilla's DMA reads NHWC)
     ("NHWC", (1, 8, 8, 4), (3, 3, 4, 8), dict(padding=(1, 1), data_layout="NHWC", kernel_layout="HWIO")),
+    # the engine takes any window
+    ("stride 2", (1, 4, 8, 8), (8, 4, 3, 3), dict(padding=(1, 1), strides=(2, 2))),
+    ("valid padding", (1, 4, 8, 8), (8, 4, 3, 3), dict()),
+    ("asymmetric padding", (1, 4, 8, 8), (8, 4, 3, 3), dict(padding=(1, 1, 0, 0))),
+    ("even kernel", (1, 4, 8, 8), (8, 4, 2, 2), dict(padding=(1, 1, 0, 0))),
 ])
 def test_offloaded(vanilla, case, data, weight, attrs):
     assert offloaded(vanilla, data, weight, **attrs) == 1, case
 
 
 @pytest.mark.parametrize("case,data,weight,dtype,attrs", [
-    ("stride 2", (1, 4, 8, 8), (8, 4, 3, 3), "float32", dict(padding=(1, 1), strides=(2, 2))),
     ("dilation", (1, 4, 8, 8), (8, 4, 3, 3), "float32", dict(padding=(2, 2), dilation=(2, 2))),
     ("groups", (1, 4, 8, 8), (4, 1, 3, 3), "float32", dict(padding=(1, 1), groups=4)),
-    ("valid padding", (1, 4, 8, 8), (8, 4, 3, 3), "float32", dict()),
-    ("asymmetric padding", (1, 4, 8, 8), (8, 4, 3, 3), "float32", dict(padding=(1, 1, 0, 0))),
-    ("even kernel", (1, 4, 8, 8), (8, 4, 2, 2), "float32", dict(padding=(1, 1, 0, 0))),
     ("batch 2", (2, 4, 8, 8), (8, 4, 3, 3), "float32", dict(padding=(1, 1))),
     ("int8", (1, 4, 8, 8), (8, 4, 3, 3), "int8", dict(padding=(1, 1), out_dtype="int32")),
     ("9x9 above max_kernel_size", (1, 4, 16, 16), (8, 4, 9, 9), "float32", dict(padding=(4, 4))),
@@ -97,3 +98,21 @@ def test_residual_without_bias_stays_on_cpu(vanilla):
     conv = relay.nn.conv2d(data, relay.const(np.ones((4, 4, 3, 3), "float32")), padding=(1, 1))
     offloaded, on_cpu = partition_ops(vanilla, relay.add(conv, data), data)
     assert offloaded == ["nn.conv2d"] and on_cpu == ["add"]
+
+
+@pytest.mark.parametrize("case,layout,slope_shape,axis,prelu_offloaded", [
+    ("per channel, NCHW", "NCHW", (8,), 1, True),
+    ("per channel, NHWC", "NHWC", (8,), 3, True),
+    ("along the wrong axis: conv and bias still offloaded", "NCHW", (6,), 2, False),
+])
+def test_prelu(vanilla, case, layout, slope_shape, axis, prelu_offloaded):
+    shape, kernel = ((1, 4, 6, 6), "OIHW") if layout == "NCHW" else ((1, 6, 6, 4), "HWIO")
+    weight_shape = (8, 4, 3, 3) if kernel == "OIHW" else (3, 3, 4, 8)
+    data = relay.var("data", shape=shape)
+    conv = relay.nn.conv2d(data, relay.const(np.ones(weight_shape, "float32")), padding=(1, 1),
+                           data_layout=layout, kernel_layout=kernel)
+    biased = relay.nn.bias_add(conv, relay.const(np.ones(8, "float32")), axis=layout.index("C"))
+    out = relay.nn.prelu(biased, relay.const(np.full(slope_shape, 0.25, "float32")), axis=axis)
+    offloaded, on_cpu = partition_ops(vanilla, out, data)
+    assert "nn.conv2d" in offloaded and "nn.bias_add" in offloaded, case
+    assert ("nn.prelu" in offloaded) == prelu_offloaded and ("nn.prelu" in on_cpu) != prelu_offloaded, case

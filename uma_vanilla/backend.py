@@ -1,4 +1,5 @@
 """UMA backend for the Vanilla accelerator."""
+from tvm import relay
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
@@ -18,8 +19,14 @@ class VanillaAcceleratorBackend(UMABackend):
         # Its DMA reads NCHW and NHWC feature maps: models keep their layout, no transposes.
         # Weights only need to be constants (TFLite's float16 ones are cast first).
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, fold_weights())
+        # The engine pads by itself: an explicit zero nn.pad (ONNX's auto_pad) goes into the conv.
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, relay.transform.FoldExplicitPadding())
+        # Largest first.  When the check rejects a match (a broadcast residual, a PReLU slope along
+        # another axis), TVM's MergeComposite does not retry that pattern on the smaller graph
+        # inside it, so each fallback is a pattern of its own: the conv stays offloaded.
         self._register_pattern("conv2d_residual", conv2d_residual_pattern(), self._offloadable)
         self._register_pattern("conv2d", conv2d_pattern(), self._offloadable)
+        self._register_pattern("conv2d_bias", conv2d_pattern(activation=False), self._offloadable)
         # After partitioning: every tensor a parameter, each one's role recorded, weights packed.
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, lift_constants())
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, describe_output_stage)

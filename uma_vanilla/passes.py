@@ -21,36 +21,38 @@ def _param_index(func, expr, role):
 
 @tvm.transform.module_pass(opt_level=0, name="VanillaDescribeOutputStage")
 def describe_output_stage(mod, _ctx):
-    """Record on each offloaded function which parameter is what, whether it adds a bias and a
-    residual, and how it clamps.
+    """Record on each offloaded function its window, which parameter is what (input, weights,
+    bias, residual, PReLU slope) and how it clamps.
 
-    Read from Relay (conv2d -> bias -> residual -> relu|clip), so the TIR pass needs no block names.
+    Read from Relay (conv2d -> bias -> residual -> relu|clip|prelu), so the TIR pass needs no block names.
     """
     for gvar, func in offloaded_functions(mod, "vanilla_accelerator"):
         if ATTR in func.attrs:  # partitioned before (the Python flow partitions, then tvmc.compile)
             continue
         conv, bias, residual, activation = split_composite(func.body)
-        lo, hi = -FLT_MAX, FLT_MAX
-        if activation is not None and activation.op.name == "nn.relu":
-            lo = 0.0
-        elif activation is not None:
+        kind = activation.op.name if activation is not None else None
+        lo, hi = (0.0, FLT_MAX) if kind == "nn.relu" else (-FLT_MAX, FLT_MAX)
+        if kind == "clip":
             lo, hi = max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
         roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias.args[1] if bias is not None else None,
-                 "residual": residual}
+                 "residual": residual, "slope": activation.args[1] if kind == "nn.prelu" else None}
         stage = {role: _param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
-        stage.update(clamp=int(activation is not None), lo=lo, hi=hi, layout=str(conv.attrs.data_layout).lower())
+        pad_top, pad_left = (int(p) for p in conv.attrs.padding[:2])
+        stage.update(lo=lo, hi=hi, layout=str(conv.attrs.data_layout).lower(), strides=[int(s) for s in conv.attrs.strides],
+                     pad_top=pad_top, pad_left=pad_left)
         mod[gvar] = func.with_attr(ATTR, stage)
     return mod
 
 
 @tvm.tir.transform.prim_func_pass(opt_level=2)
 class VanillaAcceleratorConv2DPass:
-    """Replace an offloaded conv2d (+ bias, + residual, + ReLU/clip) function by one call of Vanilla's C API.
+    """Replace an offloaded conv2d (+ bias, + residual, + activation) function by one call of
+    Vanilla's C API, ``vanilla_conv2d{nchw|nhwc}_general``.
 
-    The function's parameters are the input (NCHW or NHWC), the weights (packed OIHW), the
-    bias and the residual (which is which: the function's VanillaOutputStage attribute), and
-    the output.  The kernel pads by itself, so it reads the unpadded input, and writes the
-    function's output directly; a non-zero status fails the whole inference instead of
+    The function's parameters are the input (NCHW or NHWC), the weights (packed OIHW), the bias,
+    the residual and the PReLU slope (which is which: the function's VanillaOutputStage
+    attribute), and the output.  The kernel pads by itself, so it reads the unpadded input, and
+    writes the function's output directly; a non-zero status fails the whole inference instead of
     returning wrong numbers.
     """
 
@@ -62,25 +64,22 @@ class VanillaAcceleratorConv2DPass:
         buffers = [func.buffer_map[p] for p in func.params]
         ifmap, weights, result = buffers[int(stage["ifmap"])], buffers[int(stage["weights"])], buffers[-1]
         layout = str(stage["layout"])
-        shape = dict(zip(layout, (int(d) for d in ifmap.shape)))
-        ic, ih, iw = shape["c"], shape["h"], shape["w"]
+        size = dict(zip(layout, (int(d) for d in ifmap.shape)))
+        out = dict(zip(layout, (int(d) for d in result.shape)))
         oc, weight_ic, kh, kw = (int(d) for d in weights.shape)
-        if weight_ic != ic or dict(zip(layout, (int(d) for d in result.shape))) != {**shape, "c": oc}:
-            raise ValueError(f"{func.attrs['global_symbol']}: not a stride-1 same-padded conv2d, the pattern let it through")
-        sizes = [oc, iw, ih, ic, kh, kw]
-        bounds = [tir.FloatImm("float32", float(stage["lo"])), tir.FloatImm("float32", float(stage["hi"]))]
-        kernel = f"vanilla_conv2d{layout}"
-        extra = [buffers[int(stage[role])].data for role in ("bias", "residual") if role in stage]
-        if "residual" in stage:
-            kernel, args = f"{kernel}_bias_residual_clamp", [*extra, result.data, *sizes, *bounds]
-        elif "bias" in stage:
-            kernel, args = f"{kernel}_bias_clamp", [*extra, result.data, *sizes, *bounds]
-        elif int(stage["clamp"]):
-            kernel, args = f"{kernel}_clamp", [result.data, *sizes, *bounds]
-        else:
-            args = [result.data, *sizes]
-        status = tir.call_extern("int32", kernel, ifmap.data, weights.data, *args)
-        return func.with_body(status_checked(status, "vanilla_status"))
+        if weight_ic != size["c"] or out["c"] != oc:
+            raise ValueError(f"{func.attrs['global_symbol']}: weights {list(weights.shape)} do not fit its input and output")
+        stride_h, stride_w = (int(s) for s in stage["strides"])
+        # A left-out tensor is a null float*: typed, so the C prototype TVM declares matches the header.
+        absent = tir.Var("absent", tvm.ir.PointerType(tvm.ir.PrimType("float32")))
+        optional = [buffers[int(stage[role])].data if role in stage else absent for role in ("bias", "residual", "slope")]
+        window = [oc, size["w"], size["h"], size["c"], kh, kw, out["w"], out["h"], stride_w, stride_h,
+                  int(stage["pad_left"]), int(stage["pad_top"])]
+        bounds = [tir.FloatImm("float32", float(stage[bound])) for bound in ("lo", "hi")]
+        status = tir.call_extern("int32", f"vanilla_conv2d{layout}_general", ifmap.data, weights.data, *optional,
+                                 result.data, *window, *bounds)
+        null = tir.reinterpret("handle", tir.const(0, "uint64"))
+        return func.with_body(tir.LetStmt(absent, null, status_checked(status, "vanilla_status")))
 
 
 def pack_weights():

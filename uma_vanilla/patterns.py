@@ -1,9 +1,10 @@
 """Relay patterns offloaded to Vanilla: exactly what its Conv2D engine can compute.
 
-The engine's output stage adds a per-channel bias, then a residual tensor of the output's shape
-(the skip connection of ResNet-style blocks), and clamps (ReLU, ReLU6, any clip), so
-``conv2d -> add|bias_add(bias) -> add(residual) -> relu|clip`` is one offloaded call; each part
-after the conv is optional, a residual needs a bias (two patterns: with and without residual).
+The engine computes any window (kernel size, stride, zero padding).  Its output stage adds a
+per-channel bias, then a residual tensor of the output's shape (the skip connection of
+ResNet-style blocks), and applies an activation (ReLU, ReLU6, any clip, per-channel PReLU), so
+``conv2d -> add|bias_add(bias) -> add(residual) -> relu|clip|prelu`` is one offloaded call; each
+part after the conv is optional, a residual needs a bias (two patterns: with and without residual).
 ONNX's Conv imports its bias as ``nn.bias_add``, TFLite's as ``nn.bias_add`` or ``add``.
 """
 from typing import NamedTuple, Optional
@@ -20,11 +21,11 @@ def _conv(bias, biased_only=False):
 
 
 def _activation(x):
-    return x.optional(lambda y: is_op("nn.relu")(y) | is_op("clip")(y))
+    return x.optional(lambda y: is_op("nn.relu")(y) | is_op("clip")(y) | is_op("nn.prelu")(y, is_constant()))
 
 
 def conv2d_residual_pattern():
-    """conv2d -> bias -> add(residual), in either order -> [relu|clip].
+    """conv2d -> bias -> add(residual), in either order -> [relu|clip|prelu].
 
     Registered before ``conv2d_pattern``: MergeComposite tries patterns in order, and a
     rejected residual (broadcast, other dtype) leaves the conv for the next pattern.
@@ -33,16 +34,17 @@ def conv2d_residual_pattern():
     return _activation(is_op("add")(biased, wildcard()) | is_op("add")(wildcard(), biased))
 
 
-def conv2d_pattern():
-    """conv2d -> [bias] -> [relu|clip]."""
-    return _activation(_conv(is_constant()))
+def conv2d_pattern(activation=True):
+    """conv2d -> [bias] -> [relu|clip|prelu]; without the activation as the last resort."""
+    conv = _conv(is_constant())
+    return _activation(conv) if activation else conv
 
 
 class Parts(NamedTuple):
     conv: relay.Call
     bias: Optional[relay.Call]  # the add / bias_add of a per-channel constant
     residual: Optional[relay.Expr]  # the tensor added after the bias
-    activation: Optional[relay.Call]  # relu / clip
+    activation: Optional[relay.Call]  # relu / clip / prelu
 
 
 # Tells the bias from the residual, in the matched graph and in the offloaded function (where
@@ -54,7 +56,7 @@ def split_composite(root) -> Parts:
     """The parts of an expression matched by ``conv2d_pattern``."""
     activation = residual = None
     expr = root
-    if expr.op.name in ("nn.relu", "clip"):
+    if expr.op.name in ("nn.relu", "clip", "nn.prelu"):
         activation, expr = expr, expr.args[0]
     if not _BIASED.match(expr):  # add(biased conv, residual) in either order
         chain = 0 if _BIASED.match(expr.args[0]) else 1
@@ -88,13 +90,20 @@ def _bias_problem(add, channels: int, layout: str) -> Optional[str]:
     return None
 
 
+def _slope_problem(prelu, channels: int, layout: str) -> Optional[str]:
+    slope = prelu.args[1].checked_type
+    if int(prelu.attrs.axis) % 4 != layout.index("C") or slope.dtype != "float32" or _ints(slope.shape) != [channels]:
+        return f"PReLU slope of shape {_ints(slope.shape)} is not per output channel"
+    return None
+
+
 def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
     """None when Vanilla computes this conv2d (with its bias and activation), else why not.
 
-    Vanilla: NCHW/OIHW or NHWC/HWIO float32, batch 1, stride 1, no dilation or groups, odd kernel up to
-    ``max_kernel_size``, "same" zero padding.
+    Vanilla: NCHW/OIHW or NHWC/HWIO float32, batch 1, no dilation or groups, kernel up to
+    ``max_kernel_size``; any stride and zero padding.
     """
-    conv, add, residual, _ = split_composite(root)
+    conv, add, residual, activation = split_composite(root)
     attrs = conv.attrs
     data, weight = conv.args[0].checked_type, conv.args[1].checked_type
     if int(attrs.groups) != 1:
@@ -106,22 +115,19 @@ def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
         return f"dtype {data.dtype} (needs float32)"
     if len(data.shape) != 4 or not (_static(data.shape) and _static(weight.shape)):
         return "dynamic shape"
-    if _ints(attrs.strides) != [1, 1]:
-        return f"stride {'x'.join(map(str, _ints(attrs.strides)))} (needs 1)"
     if _ints(attrs.dilation) != [1, 1]:
         return "dilation"
     if int(data.shape[0]) != 1:
         return f"batch {int(data.shape[0])} (needs 1)"
     kh, kw = (_ints(weight.shape)[attrs.kernel_layout.index(axis)] for axis in "HW")
-    if kh % 2 == 0 or kw % 2 == 0:
-        return f"even kernel {kh}x{kw}"
     if max(kh, kw) > max_kernel_size:
         return f"kernel {kh}x{kw} above max_kernel_size {max_kernel_size}"
-    ph, pw = (kh - 1) // 2, (kw - 1) // 2
-    if _ints(attrs.padding) != [ph, pw, ph, pw]:
-        return "padding is not 'same'"
     channels = int(weight.shape[attrs.kernel_layout.index("O")])
     if residual is not None and not tvm.ir.structural_equal(residual.checked_type, root.checked_type):
         return f"residual of type {residual.checked_type} is not the conv's output type"
+    if activation is not None and activation.op.name == "nn.prelu":
+        problem = _slope_problem(activation, channels, layout)
+        if problem:
+            return problem
     return _bias_problem(add, channels, layout) if add is not None else None
 

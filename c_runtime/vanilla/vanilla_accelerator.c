@@ -40,7 +40,6 @@ enum {
 };
 
 static int imin(int a, int b) { return a < b ? a : b; }
-static int imax(int a, int b) { return a > b ? a : b; }
 
 /* acc[o][0..7] += wv * r[0..7], spelled out so the accumulators stay in registers. */
 #define MAC(o, wv) { const float w_ = (wv); \
@@ -79,68 +78,90 @@ static layout_t layout_of(int nhwc, size_t channels, size_t plane) {
   return l;
 }
 
-static int valid_sizes(const float* ifmap, const float* weights, const float* result, int oc, int iw, int ih,
-                       int ic, int kh, int kw) {
+/* One convolution: sizes, window and the feature maps' layout (weights are always [oc][ic][kh][kw]). */
+typedef struct {
+  int oc, ic, ih, iw, oh, ow, kh, kw;
+  int sh, sw, pt, pl; /* strides; zero rows above and columns left of the input (the rest is implied by oh, ow) */
+  int nhwc;
+} conv_t;
+
+static int valid(const float* ifmap, const float* weights, const float* result, const conv_t* g) {
   if (ifmap == NULL || weights == NULL || result == NULL) return 0;
-  if (oc <= 0 || iw <= 0 || ih <= 0 || ic <= 0 || kh <= 0 || kw <= 0) return 0;
-  return kh % 2 == 1 && kw % 2 == 1;
+  if (g->oc <= 0 || g->ic <= 0 || g->ih <= 0 || g->iw <= 0 || g->oh <= 0 || g->ow <= 0) return 0;
+  return g->kh > 0 && g->kw > 0 && g->sh > 0 && g->sw > 0 && g->pt >= 0 && g->pl >= 0;
 }
 
-/* The convolution engine; `nhwc` selects the feature maps' layout, weights are always [oc][ic][kh][kw]. */
-static void conv2d(const float* ifmap, const float* weights, float* result, int oc, int iw, int ih, int ic,
-                   int kh, int kw, int nhwc) {
-  const size_t plane = (size_t)ih * (size_t)iw;
-  const layout_t in = layout_of(nhwc, (size_t)ic, plane), out = layout_of(nhwc, (size_t)oc, plane);
-  if (kh == 1 && kw == 1 && plane <= INT_MAX / 2) { iw = (int)plane; ih = 1; } /* 1x1: one long row */
-  const int ph = (kh - 1) / 2, pw = (kw - 1) / 2;
-  const size_t nrows = (size_t)ic * kh; /* reduction rows j = c*kh + ky; w_o[j*kw + kx] */
-  int tx = imin(TX, (iw + XS - 1) / XS * XS);
-  if (nhwc) { /* NHWC partial sums cost a gather and a scatter per block: narrow the tile if that
-               * lets one panel hold the whole reduction (ic*kh rows x tile + kw-1 columns). */
+/* panel[q] = src[(col0 + q*step) * pixel] for q < W, zero where that column is outside 0 .. iw-1
+ * (or everywhere, for a row outside the image: src == NULL). */
+static void fill_row(float* restrict panel, int W, const float* src, int col0, int step, int iw, size_t pixel) {
+  int lo = 0, hi = 0; /* the q whose column is inside the image */
+  if (src != NULL && col0 < iw) {
+    lo = col0 >= 0 ? 0 : (-col0 + step - 1) / step;
+    hi = imin(W, (iw - col0 + step - 1) / step);
+  }
+  if (hi < lo) hi = lo;
+  for (int q = 0; q < lo; ++q) panel[q] = 0.0f;
+  if (pixel == 1 && step == 1) {
+    memcpy(panel + lo, src + col0 + lo, (size_t)(hi - lo) * sizeof(float));
+  } else {
+    const size_t stride = (size_t)step * pixel;
+    const float* s = src + (ptrdiff_t)(col0 + lo * step) * (ptrdiff_t)pixel;
+    for (int q = lo; q < hi; ++q, s += stride) panel[q] = *s;
+  }
+  for (int q = hi; q < W; ++q) panel[q] = 0.0f;
+}
+
+/* The convolution engine. */
+static void conv2d(const float* ifmap, const float* weights, float* result, conv_t g) {
+  const layout_t in = layout_of(g.nhwc, (size_t)g.ic, (size_t)g.ih * g.iw);
+  const layout_t out = layout_of(g.nhwc, (size_t)g.oc, (size_t)g.oh * g.ow);
+  const size_t plane = (size_t)g.ih * g.iw;
+  if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.ih && g.ow == g.iw &&
+      plane <= INT_MAX / 2) { /* 1x1: the whole plane as one long row */
+    g.iw = g.ow = (int)plane;
+    g.ih = g.oh = 1;
+  }
+  /* Stride 1: a panel row is one input row (c, ky) and the kernel's columns slide along it.
+   * Wider strides: one panel row per (c, ky, kx) holding every sw-th column, so the columns the
+   * block reads stay contiguous; the weights' flat [ic][kh][kw] order is that row order. */
+  const int slide = g.sw == 1;
+  const int kslide = slide ? g.kw : 1, per_c = slide ? g.kh : g.kh * g.kw; /* panel rows per channel */
+  const size_t nrows = (size_t)g.ic * per_c; /* reduction rows; weights w_o[j*kslide + kx] */
+  int tx = imin(TX, (g.ow + XS - 1) / XS * XS);
+  { /* Partial sums cost a pass through the result (NHWC: a gather and a scatter per block): narrow
+     * the tile if that lets one panel hold the whole reduction (nrows x tile + kslide-1 columns).
+     * Both layouts tile alike, so they sum in the same order and give the same bits. */
     const size_t per_row = CAP / nrows;
-    const int fit = per_row > (size_t)(kw - 1 + XS) ? (int)(per_row - (size_t)(kw - 1)) / XS * XS : 0;
+    const int fit = per_row > (size_t)(kslide - 1 + XS) ? (int)(per_row - (size_t)(kslide - 1)) / XS * XS : 0;
     if (fit > 0) tx = imin(tx, fit);
   }
-  const int kxs = imin(kw, CAP - TX + 1); /* kernel columns per panel; < kw only for huge kw */
+  const int kxs = imin(kslide, CAP - TX + 1); /* kernel columns per panel; < kw only for huge kw */
   float panel[CAP];
 
-  for (int y = 0; y < ih; ++y) {
-    for (int x0 = 0; x0 < iw; x0 += tx) {
-      const int n = imin(tx, iw - x0), nr = (n + XS - 1) / XS * XS;
-      for (int kx0 = 0; kx0 < kw; kx0 += kxs) {
-        const int nkx = imin(kxs, kw - kx0), W = nr + nkx - 1, jstep = CAP / W;
-        const int left = x0 - pw + kx0; /* input column of panel column 0 */
+  for (int y = 0; y < g.oh; ++y) {
+    for (int x0 = 0; x0 < g.ow; x0 += tx) {
+      const int n = imin(tx, g.ow - x0), nr = (n + XS - 1) / XS * XS;
+      for (int kx0 = 0; kx0 < kslide; kx0 += kxs) {
+        const int nkx = imin(kxs, kslide - kx0), W = nr + nkx - 1, jstep = CAP / W;
         for (size_t j0 = 0; j0 < nrows; j0 += (size_t)jstep) {
           const int nj = (int)(nrows - j0 < (size_t)jstep ? nrows - j0 : (size_t)jstep);
           const int first = (j0 == 0 && kx0 == 0);
-          /* Fill the panel: row j = input row (c, y+ky-ph), columns left .. left+W-1, zero outside. */
-          const int lo = imax(0, left), hi = imin(iw, left + W); /* input columns inside the image */
-          size_t c = j0 / kh;
-          int ky = (int)(j0 % kh);
+          size_t c = j0 / per_c;
+          int r = (int)(j0 % per_c); /* position within channel c: ky (slide) or ky*kw + kx */
           for (int j = 0; j < nj; ++j) {
-            float* prow = panel + (size_t)j * W;
-            const int iy = y + ky - ph;
-            if (iy < 0 || iy >= ih || hi <= lo) {
-              for (int q = 0; q < W; ++q) prow[q] = 0.0f;
-            } else {
-              const float* src = ifmap + c * in.channel + ((size_t)iy * iw + lo) * in.pixel;
-              for (int q = 0; q < lo - left; ++q) prow[q] = 0.0f;
-              if (in.pixel == 1) {
-                memcpy(prow + (lo - left), src, (size_t)(hi - lo) * sizeof(float));
-              } else {
-                for (int q = 0; q < hi - lo; ++q) prow[lo - left + q] = src[(size_t)q * in.pixel];
-              }
-              for (int q = hi - left; q < W; ++q) prow[q] = 0.0f;
-            }
-            if (++ky == kh) { ky = 0; ++c; }
+            const int ky = slide ? r : r / g.kw, kx = slide ? kx0 : r % g.kw;
+            const int iy = y * g.sh + ky - g.pt;
+            const float* src = iy < 0 || iy >= g.ih ? NULL : ifmap + c * in.channel + (size_t)iy * g.iw * in.pixel;
+            fill_row(panel + (size_t)j * W, W, src, x0 * g.sw + kx - g.pl, g.sw, g.iw, in.pixel);
+            if (++r == per_c) { r = 0; ++c; }
           }
-          for (int ob = 0; ob < oc; ob += OB) {
-            const int no = imin(OB, oc - ob);
+          for (int ob = 0; ob < g.oc; ob += OB) {
+            const int no = imin(OB, g.oc - ob);
             const float* w[OB]; /* missing channels of a partial block reuse the last one */
             for (int o = 0; o < OB; ++o)
-              w[o] = weights + (size_t)(o < no ? ob + o : oc - 1) * nrows * kw + j0 * kw + kx0;
+              w[o] = weights + (size_t)(o < no ? ob + o : g.oc - 1) * nrows * kslide + j0 * kslide + kx0;
             for (int xs = 0; xs < nr; xs += XS) {
-              float* dst = result + (size_t)ob * out.channel + ((size_t)y * iw + x0 + xs) * out.pixel;
+              float* dst = result + (size_t)ob * out.channel + ((size_t)y * g.ow + x0 + xs) * out.pixel;
               /* A block of contiguous pixels is written in place; a partial block (channel or
                * column tail) or an NHWC block goes through a small [OB][XS] tile. */
               const int nx = imin(XS, n - xs), direct = (no == OB && nx == XS && out.pixel == 1);
@@ -150,7 +171,7 @@ static void conv2d(const float* ifmap, const float* weights, float* result, int 
                 for (int o = 0; o < no; ++o)
                   for (int x = 0; x < nx; ++x) tile[o * XS + x] = dst[o * out.channel + x * out.pixel];
               }
-              block(panel + xs, nj, W, nkx, kw, w[0], w[1], w[2], w[3], direct ? dst : tile,
+              block(panel + xs, nj, W, nkx, kslide, w[0], w[1], w[2], w[3], direct ? dst : tile,
                     direct ? out.channel : XS, !first);
               if (!direct)
                 for (int o = 0; o < no; ++o)
@@ -163,73 +184,101 @@ static void conv2d(const float* ifmap, const float* weights, float* result, int 
   }
 }
 
-int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
-                           int kh, int kw) {
-  if (!valid_sizes(ifmap, weights, result, oc, iw, ih, ic, kh, kw)) return VANILLA_EINVAL;
-  conv2d(ifmap, weights, result, oc, iw, ih, ic, kh, kw, 0);
-  return VANILLA_OK;
-}
-
-int32_t vanilla_conv2dnhwc(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
-                           int kh, int kw) {
-  if (!valid_sizes(ifmap, weights, result, oc, iw, ih, ic, kh, kw)) return VANILLA_EINVAL;
-  conv2d(ifmap, weights, result, oc, iw, ih, ic, kh, kw, 1);
-  return VANILLA_OK;
-}
-
-/* The output stage: clamp(conv + bias + residual, lo, hi), one contiguous pass per channel (NCHW)
- * or pixel (NHWC); bias and residual may be NULL. */
-static int32_t output_stage(float* ifmap, float* weights, const float* bias, const float* residual,
-                            float* result, int oc, int iw, int ih, int ic, int kh, int kw, float lo, float hi,
-                            int nhwc) {
-  if (!valid_sizes(ifmap, weights, result, oc, iw, ih, ic, kh, kw) || !(lo <= hi)) return VANILLA_EINVAL;
-  conv2d(ifmap, weights, result, oc, iw, ih, ic, kh, kw, nhwc);
-  const size_t plane = (size_t)ih * (size_t)iw;
-  const size_t rows = nhwc ? plane : (size_t)oc, row = nhwc ? (size_t)oc : plane;
+/* The output stage after the convolution, one contiguous pass per channel (NCHW) or pixel (NHWC):
+ * v = conv + bias[o] + residual; v = v < 0 ? slope[o] * v : v (PReLU); result = clamp(v, lo, hi).
+ * bias, residual and slope may each be NULL. */
+static void output_stage(float* result, const float* bias, const float* residual, const float* slope, float lo,
+                         float hi, const conv_t* g) {
+  const size_t plane = (size_t)g->oh * (size_t)g->ow;
+  const size_t rows = g->nhwc ? plane : (size_t)g->oc, row = g->nhwc ? (size_t)g->oc : plane;
   for (size_t r = 0; r < rows; ++r) {
     float* restrict out = result + r * row;
     const float* add = residual == NULL ? NULL : residual + r * row;
     for (size_t i = 0; i < row; ++i) {
-      float v = out[i] + (bias == NULL ? 0.0f : bias[nhwc ? i : r]);
+      const size_t o = g->nhwc ? i : r;
+      float v = out[i] + (bias == NULL ? 0.0f : bias[o]);
       if (add != NULL) v += add[i];
+      if (slope != NULL && v < 0.0f) v *= slope[o];
       out[i] = v < lo ? lo : (v > hi ? hi : v);
     }
   }
+}
+
+static int32_t run(float* ifmap, float* weights, float* bias, const float* residual,
+                   const float* slope, float* result, conv_t g, int stage, float lo, float hi) {
+  if (!valid(ifmap, weights, result, &g) || !(lo <= hi)) return VANILLA_EINVAL;
+  conv2d(ifmap, weights, result, g);
+  if (stage) output_stage(result, bias, residual, slope, lo, hi, &g);
   return VANILLA_OK;
+}
+
+int32_t vanilla_conv2dnchw_general(float* ifmap, float* weights, float* bias,
+                                   float* residual, float* slope, float* result, int oc, int iw,
+                                   int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
+                                   int pad_left, int pad_top, float lo, float hi) {
+  const conv_t g = {oc, ic, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 0};
+  return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi);
+}
+
+int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
+                                   float* residual, float* slope, float* result, int oc, int iw,
+                                   int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
+                                   int pad_left, int pad_top, float lo, float hi) {
+  const conv_t g = {oc, ic, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 1};
+  return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi);
+}
+
+/* The "same"-padded stride-1 entries: odd kernels, output as large as the input. */
+static int32_t same(float* ifmap, float* weights, float* bias, const float* residual,
+                    float* result, int oc, int iw, int ih, int ic, int kh, int kw, int nhwc, int stage, float lo,
+                    float hi) {
+  if (kh % 2 == 0 || kw % 2 == 0) return VANILLA_EINVAL;
+  const conv_t g = {oc, ic, ih, iw, ih, iw, kh, kw, 1, 1, (kh - 1) / 2, (kw - 1) / 2, nhwc};
+  return run(ifmap, weights, bias, residual, NULL, result, g, stage, lo, hi);
+}
+
+int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                           int kh, int kw) {
+  return same(ifmap, weights, NULL, NULL, result, oc, iw, ih, ic, kh, kw, 0, 0, 0.0f, 0.0f);
+}
+
+int32_t vanilla_conv2dnhwc(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                           int kh, int kw) {
+  return same(ifmap, weights, NULL, NULL, result, oc, iw, ih, ic, kh, kw, 1, 0, 0.0f, 0.0f);
+}
+
+int32_t vanilla_conv2dnchw_clamp(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                                 int kh, int kw, float lo, float hi) {
+  return same(ifmap, weights, NULL, NULL, result, oc, iw, ih, ic, kh, kw, 0, 1, lo, hi);
+}
+
+int32_t vanilla_conv2dnhwc_clamp(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
+                                 int kh, int kw, float lo, float hi) {
+  return same(ifmap, weights, NULL, NULL, result, oc, iw, ih, ic, kh, kw, 1, 1, lo, hi);
 }
 
 int32_t vanilla_conv2dnchw_bias_clamp(float* ifmap, float* weights, float* bias, float* result, int oc, int iw,
                                       int ih, int ic, int kh, int kw, float lo, float hi) {
   if (bias == NULL) return VANILLA_EINVAL;
-  return output_stage(ifmap, weights, bias, NULL, result, oc, iw, ih, ic, kh, kw, lo, hi, 0);
-}
-
-int32_t vanilla_conv2dnchw_clamp(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
-                                 int kh, int kw, float lo, float hi) {
-  return output_stage(ifmap, weights, NULL, NULL, result, oc, iw, ih, ic, kh, kw, lo, hi, 0);
+  return same(ifmap, weights, bias, NULL, result, oc, iw, ih, ic, kh, kw, 0, 1, lo, hi);
 }
 
 int32_t vanilla_conv2dnhwc_bias_clamp(float* ifmap, float* weights, float* bias, float* result, int oc, int iw,
                                       int ih, int ic, int kh, int kw, float lo, float hi) {
   if (bias == NULL) return VANILLA_EINVAL;
-  return output_stage(ifmap, weights, bias, NULL, result, oc, iw, ih, ic, kh, kw, lo, hi, 1);
-}
-
-int32_t vanilla_conv2dnhwc_clamp(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
-                                 int kh, int kw, float lo, float hi) {
-  return output_stage(ifmap, weights, NULL, NULL, result, oc, iw, ih, ic, kh, kw, lo, hi, 1);
+  return same(ifmap, weights, bias, NULL, result, oc, iw, ih, ic, kh, kw, 1, 1, lo, hi);
 }
 
 int32_t vanilla_conv2dnchw_bias_residual_clamp(float* ifmap, float* weights, float* bias, float* residual,
                                                float* result, int oc, int iw, int ih, int ic, int kh, int kw,
                                                float lo, float hi) {
   if (bias == NULL || residual == NULL) return VANILLA_EINVAL;
-  return output_stage(ifmap, weights, bias, residual, result, oc, iw, ih, ic, kh, kw, lo, hi, 0);
+  return same(ifmap, weights, bias, residual, result, oc, iw, ih, ic, kh, kw, 0, 1, lo, hi);
 }
 
 int32_t vanilla_conv2dnhwc_bias_residual_clamp(float* ifmap, float* weights, float* bias, float* residual,
                                                float* result, int oc, int iw, int ih, int ic, int kh, int kw,
                                                float lo, float hi) {
   if (bias == NULL || residual == NULL) return VANILLA_EINVAL;
-  return output_stage(ifmap, weights, bias, residual, result, oc, iw, ih, ic, kh, kw, lo, hi, 1);
+  return same(ifmap, weights, bias, residual, result, oc, iw, ih, ic, kh, kw, 1, 1, lo, hi);
 }

@@ -13,11 +13,33 @@ extern "C" {
 #endif
 
 #define VANILLA_OK 0
-#define VANILLA_EINVAL 1 /* a NULL pointer, a non-positive size or an even kernel size */
+#define VANILLA_EINVAL 1 /* a NULL pointer, a size out of range, lo > hi */
+
+/* The whole engine, what the compiler calls: any window, then the output stage.
+ *   ifmap [ic][ih][iw], weights [oc][ic][kh][kw], result [oc][oh][ow], float32;
+ *   output pixel (y, x) reads input rows y*stride_h - pad_top + 0..kh-1 and columns
+ *   x*stride_w - pad_left + 0..kw-1, zero outside the input (so bottom/right padding follows
+ *   from oh and ow);
+ *   then per output element of channel o: v = conv + bias[o] + residual (same shape and layout as
+ *   the result), v = v < 0 ? slope[o] * v : v (PReLU), result = clamp(v, lo, hi).
+ * bias, residual and slope may each be NULL (left out); lo = -FLT_MAX, hi = FLT_MAX clamps nothing.
+ * residual may alias ifmap, not result.  Returns VANILLA_OK, or VANILLA_EINVAL with result untouched
+ * for a NULL ifmap/weights/result, a size or stride below 1, a negative pad or lo > hi (or NaN). */
+int32_t vanilla_conv2dnchw_general(float* ifmap, float* weights, float* bias,
+                                   float* residual, float* slope, float* result, int oc, int iw,
+                                   int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
+                                   int pad_left, int pad_top, float lo, float hi);
+/* The same on NHWC feature maps: ifmap [ih][iw][ic], residual and result [oh][ow][oc]. */
+int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
+                                   float* residual, float* slope, float* result, int oc, int iw,
+                                   int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
+                                   int pad_left, int pad_top, float lo, float hi);
+
+/* Shorthands for the common case, as in TVM's UMA tutorial: stride 1, "same" padding. */
 
 /* Conv2D, stride 1, "same" zero padding of (k-1)/2 on each side, no bias.
  * ifmap: [ic][ih][iw], weights: [oc][ic][kh][kw], result: [oc][ih][iw], all float32.
- * Returns VANILLA_OK or an error code; result is untouched on error. */
+ * Returns VANILLA_OK or VANILLA_EINVAL (also for an even kernel size); result is untouched on error. */
 int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
                            int kh, int kw);
 
