@@ -49,7 +49,7 @@ def mlf_sources(archive_path):
         }
 
 
-def kernel_calls(archive_path, kernel=r"vanilla_conv2dn(?:chw|hwc)\w*"):
+def kernel_calls(archive_path, kernel=r"vanilla_(?:depthwise_)?conv2dn(?:chw|hwc)\w*"):
     """Calls of the kernel's entry points (assigned to a status) in the MLF's generated C."""
     return sum(
         len(re.findall(rf"= {kernel}\(", text))

@@ -24,7 +24,8 @@ MAKE_MODEL = textwrap.dedent("""
         layers.Conv2D(8, 3, padding="same", activation="relu"),          # offloaded with bias and ReLU
         layers.Conv2D(8, 3, padding="same"),                              # offloaded with bias
         layers.Conv2D(16, 3, strides=2, padding="same", activation="relu"),  # offloaded: stride 2, pads 0/1
-        layers.DepthwiseConv2D(3, padding="same"),                      # depthwise: CPU
+        layers.DepthwiseConv2D(3, padding="same"),                      # offloaded: depthwise
+        layers.Conv2D(16, 3, dilation_rate=2, padding="same"),          # dilated: CPU
         layers.MaxPooling2D(2),
         layers.Conv2D(16, 5, padding="same", activation="relu"),         # offloaded, 5x5
         layers.Flatten(),
@@ -46,7 +47,7 @@ def test_keras_cnn(tmp_path):
     done = run_tvmc("compile", "--model-format", "keras", "--target", "vanilla_accelerator",
                     "--experimental-tvm-extension", VANILLA_EXT, tmp_path / "cnn.h5", "-f", "mlf", "-o", out)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert kernel_calls(out) == 4
+    assert kernel_calls(out) == 5
     reference = np.load(tmp_path / "ref.npz")
     program = build(out, tmp_path / "build")
     (got,) = program.run({program.inputs[0].name: reference["x"]})[0].values()

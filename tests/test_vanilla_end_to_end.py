@@ -184,8 +184,8 @@ def test_residual_add_is_part_of_the_kernel_call(tmp_path):
 
 def windows_model(path):
     """Convs of every window the engine takes, each with a different output stage: MTCNN's
-    "valid" 3x3 with PReLU, stride 2 with ONNX's asymmetric SAME_UPPER padding, an even kernel,
-    a strided 1x1, a 5x3 of strides (2, 1) with ReLU6."""
+    "valid" 3x3 with PReLU, stride 2 with ONNX's asymmetric SAME_UPPER padding, a depthwise 3x3,
+    an even kernel, a strided 1x1, a 5x3 of strides (2, 1) with ReLU6."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -196,13 +196,15 @@ def windows_model(path):
         helper.make_node("PRelu", ["c1", "slope"], ["p1"]),
         helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
         helper.make_node("Relu", ["c2"], ["r2"]),
-        helper.make_node("Conv", ["r2", "w3"], ["c3"], kernel_shape=[2, 2], pads=[1, 1, 0, 0]),
+        helper.make_node("Conv", ["r2", "wd", "bd"], ["d"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=8),
+        helper.make_node("Conv", ["d", "w3"], ["c3"], kernel_shape=[2, 2], pads=[1, 1, 0, 0]),
         helper.make_node("Conv", ["c3", "w4", "b4"], ["c4"], kernel_shape=[1, 1], strides=[2, 2]),
         helper.make_node("Conv", ["c4", "w5", "b5"], ["c5"], kernel_shape=[5, 3], strides=[2, 1], pads=[2, 1, 2, 1]),
         helper.make_node("Clip", ["c5", "zero", "six"], ["output"]),
     ]
     inits = [const("w1", (8, 3, 3, 3)), const("b1", (8,)), const("slope", (8, 1, 1), 0.1),
-             const("w2", (8, 8, 3, 3)), const("b2", (8,)), const("w3", (6, 8, 2, 2)),
+             const("w2", (8, 8, 3, 3)), const("b2", (8,)), const("wd", (8, 1, 3, 3)), const("bd", (8,)),
+             const("w3", (6, 8, 2, 2)),
              const("w4", (12, 6, 1, 1)), const("b4", (12,)), const("w5", (4, 12, 5, 3)), const("b5", (4,)),
              numpy_helper.from_array(np.float32(0), "zero"), numpy_helper.from_array(np.float32(6), "six")]
     graph = helper.make_graph(nodes, "windows", [helper.make_tensor_value_info("input", 1, [1, 3, 27, 23])],
@@ -216,10 +218,10 @@ def test_any_window_and_prelu_offload(tmp_path):
     out = tmp_path / "windows.tar"
     done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, model, "-f", "mlf", "-o", out)
     assert done.returncode == 0, done.stderr
-    offloaded = re.search(r"offloaded: (.*) in 5 functions", done.stdout).group(1).split(", ")
-    assert sorted(offloaded) == ["clip x1", "nn.bias_add x4", "nn.conv2d x5", "nn.prelu x1", "nn.relu x1"], done.stdout
+    offloaded = re.search(r"offloaded: (.*) in 6 functions", done.stdout).group(1).split(", ")
+    assert sorted(offloaded) == ["clip x1", "nn.bias_add x5", "nn.conv2d x6", "nn.prelu x1", "nn.relu x1"], done.stdout
     assert "on the CPU: none" in done.stdout, done.stdout  # ONNX's explicit pad went into the conv
-    assert kernel_calls(out) == 5
+    assert kernel_calls(out) == 6
     inputs = {"input": np.random.default_rng(7).standard_normal((1, 3, 27, 23)).astype(np.float32)}
     (got,) = build(out, tmp_path / "build").run(inputs)[0].values()
     # onnx.reference (onnx 1.18) gets SAME_UPPER with stride 2 wrong (width 21 -> 10, not 11): onnxruntime instead

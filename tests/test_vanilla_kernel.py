@@ -206,3 +206,53 @@ def test_general_rejects_bad_windows(vanilla):
         status, result = general(vanilla, "nchw", ifmap, weights, **args)
         assert status == 1, bad
         assert np.isnan(result).all(), "result must be untouched on error"
+
+
+def depthwise(lib, layout, ifmap, weights, out_hw, stride=(1, 1), pad=(0, 0), bias=None, lo=-3.4e38, hi=3.4e38):
+    """Calls vanilla_depthwise_conv2d<layout> on NCHW-shaped arrays (weights [c][kh][kw]); returns (status, NCHW result)."""
+    to_layout = (lambda a: np.ascontiguousarray(a.transpose(1, 2, 0))) if layout == "nhwc" else (lambda a: a)
+    f = lambda a: None if a is None else a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    channels, kh, kw = weights.shape
+    (ih, iw), (oh, ow) = ifmap.shape[1:], out_hw
+    data, result = to_layout(ifmap), to_layout(np.full((channels, oh, ow), np.nan, np.float32))
+    entry = getattr(lib, f"vanilla_depthwise_conv2d{layout}")
+    entry.restype = ctypes.c_int32
+    status = entry(f(data), f(weights), f(bias), None, None, f(result), channels, iw, ih, kh, kw, ow, oh,
+                   stride[1], stride[0], pad[1], pad[0], ctypes.c_float(lo), ctypes.c_float(hi))
+    return status, result.transpose(2, 0, 1) if layout == "nhwc" else result
+
+
+# (channels, ih, iw, kh, kw, stride, pad top/left, pad bottom/right): BlazeFace's 3x3 "same" and
+# stride-2 (pads 0/1) shapes, channel tails (< 8, not a multiple of 8, > one 64-channel chunk), 5x5, 7x7.
+DEPTHWISE = [
+    (24, 16, 16, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (28, 16, 16, 3, 3, (2, 2), (0, 0), (1, 1)),
+    (3, 9, 11, 5, 5, (1, 1), (2, 2), (2, 2)),
+    (150, 8, 7, 3, 3, (1, 1), (0, 0), (0, 0)),
+    (16, 20, 50, 7, 7, (2, 3), (3, 2), (3, 4)),
+    (9, 4, 70, 1, 3, (1, 1), (0, 1), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("channels,ih,iw,kh,kw,stride,pad,pad_end", DEPTHWISE)
+def test_depthwise_matches_numpy_in_both_layouts(vanilla, channels, ih, iw, kh, kw, stride, pad, pad_end):
+    rng = np.random.default_rng(channels + iw)
+    ifmap = rng.standard_normal((channels, ih, iw)).astype(np.float32)
+    weights = rng.standard_normal((channels, kh, kw)).astype(np.float32)
+    bias = rng.standard_normal(channels).astype(np.float32)
+    oh = (ih + pad[0] + pad_end[0] - kh) // stride[0] + 1
+    ow = (iw + pad[1] + pad_end[1] - kw) // stride[1] + 1
+    results = {}
+    for layout in ("nchw", "nhwc"):
+        status, results[layout] = depthwise(vanilla, layout, ifmap, weights, (oh, ow), stride, pad, bias, lo=-1.0, hi=2.0)
+        assert status == 0
+    assert results["nhwc"].tobytes() == results["nchw"].tobytes()
+    expected = np.stack([numpy_conv(ifmap[c:c + 1], weights[c][None, None], oh, ow, stride, pad)[0]
+                         for c in range(channels)]) + bias[:, None, None]
+    np.testing.assert_allclose(results["nchw"], np.clip(expected, -1.0, 2.0), rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_rejects_kernels_above_its_window_buffer(vanilla):
+    ifmap, weights = np.ones((2, 12, 12), np.float32), np.ones((2, 9, 9), np.float32)  # 81 taps > 64
+    status, result = depthwise(vanilla, "nhwc", ifmap, weights, (4, 4))
+    assert status == 1 and np.isnan(result).all()

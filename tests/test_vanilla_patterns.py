@@ -35,6 +35,8 @@ def offloaded(backend, data_shape, weight_shape, dtype="float32", **conv_attrs):
     ("valid padding", (1, 4, 8, 8), (8, 4, 3, 3), dict()),
     ("asymmetric padding", (1, 4, 8, 8), (8, 4, 3, 3), dict(padding=(1, 1, 0, 0))),
     ("even kernel", (1, 4, 8, 8), (8, 4, 2, 2), dict(padding=(1, 1, 0, 0))),
+    ("depthwise", (1, 4, 8, 8), (4, 1, 3, 3), dict(padding=(1, 1), groups=4)),
+    ("depthwise NHWC", (1, 8, 8, 4), (3, 3, 4, 1), dict(padding=(1, 1), groups=4, data_layout="NHWC", kernel_layout="HWOI")),
 ])
 def test_offloaded(vanilla, case, data, weight, attrs):
     assert offloaded(vanilla, data, weight, **attrs) == 1, case
@@ -42,7 +44,8 @@ def test_offloaded(vanilla, case, data, weight, attrs):
 
 @pytest.mark.parametrize("case,data,weight,dtype,attrs", [
     ("dilation", (1, 4, 8, 8), (8, 4, 3, 3), "float32", dict(padding=(2, 2), dilation=(2, 2))),
-    ("groups", (1, 4, 8, 8), (4, 1, 3, 3), "float32", dict(padding=(1, 1), groups=4)),
+    ("groups", (1, 4, 8, 8), (8, 2, 3, 3), "float32", dict(padding=(1, 1), groups=2)),
+    ("channel multiplier", (1, 4, 8, 8), (8, 1, 3, 3), "float32", dict(padding=(1, 1), groups=4)),
     ("batch 2", (2, 4, 8, 8), (8, 4, 3, 3), "float32", dict(padding=(1, 1))),
     ("int8", (1, 4, 8, 8), (8, 4, 3, 3), "int8", dict(padding=(1, 1), out_dtype="int32")),
     ("9x9 above max_kernel_size", (1, 4, 16, 16), (8, 4, 9, 9), "float32", dict(padding=(4, 4))),

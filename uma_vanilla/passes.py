@@ -5,7 +5,7 @@ from tvm import tir
 from tvm_extension.uma import lift_constants_pass, offloaded_functions, status_checked
 from tvm_extension.uma.layout import fold_weights_pass, pack_weights_pass
 
-from .patterns import split_composite
+from .patterns import is_depthwise, split_composite
 
 
 FLT_MAX = 3.4028234663852886e38
@@ -39,7 +39,7 @@ def describe_output_stage(mod, _ctx):
         stage = {role: _param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
         pad_top, pad_left = (int(p) for p in conv.attrs.padding[:2])
         stage.update(lo=lo, hi=hi, layout=str(conv.attrs.data_layout).lower(), strides=[int(s) for s in conv.attrs.strides],
-                     pad_top=pad_top, pad_left=pad_left)
+                     pad_top=pad_top, pad_left=pad_left, depthwise=int(is_depthwise(conv)))
         mod[gvar] = func.with_attr(ATTR, stage)
     return mod
 
@@ -47,7 +47,8 @@ def describe_output_stage(mod, _ctx):
 @tvm.tir.transform.prim_func_pass(opt_level=2)
 class VanillaAcceleratorConv2DPass:
     """Replace an offloaded conv2d (+ bias, + residual, + activation) function by one call of
-    Vanilla's C API, ``vanilla_conv2d{nchw|nhwc}_general``.
+    Vanilla's C API, ``vanilla_conv2d{nchw|nhwc}_general`` (``vanilla_depthwise_conv2d{nchw|nhwc}``
+    for a depthwise one).
 
     The function's parameters are the input (NCHW or NHWC), the weights (packed OIHW), the bias,
     the residual and the PReLU slope (which is which: the function's VanillaOutputStage
@@ -67,17 +68,18 @@ class VanillaAcceleratorConv2DPass:
         size = dict(zip(layout, (int(d) for d in ifmap.shape)))
         out = dict(zip(layout, (int(d) for d in result.shape)))
         oc, weight_ic, kh, kw = (int(d) for d in weights.shape)
-        if weight_ic != size["c"] or out["c"] != oc:
+        depthwise = int(stage["depthwise"])
+        if weight_ic != (1 if depthwise else size["c"]) or out["c"] != oc:
             raise ValueError(f"{func.attrs['global_symbol']}: weights {list(weights.shape)} do not fit its input and output")
         stride_h, stride_w = (int(s) for s in stage["strides"])
         # A left-out tensor is a null float*: typed, so the C prototype TVM declares matches the header.
         absent = tir.Var("absent", tvm.ir.PointerType(tvm.ir.PrimType("float32")))
         optional = [buffers[int(stage[role])].data if role in stage else absent for role in ("bias", "residual", "slope")]
-        window = [oc, size["w"], size["h"], size["c"], kh, kw, out["w"], out["h"], stride_w, stride_h,
-                  int(stage["pad_left"]), int(stage["pad_top"])]
+        channels = [oc, size["w"], size["h"]] + ([] if depthwise else [size["c"]])
+        window = [*channels, kh, kw, out["w"], out["h"], stride_w, stride_h, int(stage["pad_left"]), int(stage["pad_top"])]
         bounds = [tir.FloatImm("float32", float(stage[bound])) for bound in ("lo", "hi")]
-        status = tir.call_extern("int32", f"vanilla_conv2d{layout}_general", ifmap.data, weights.data, *optional,
-                                 result.data, *window, *bounds)
+        kernel = f"vanilla_depthwise_conv2d{layout}" if depthwise else f"vanilla_conv2d{layout}_general"
+        status = tir.call_extern("int32", kernel, ifmap.data, weights.data, *optional, result.data, *window, *bounds)
         null = tir.reinterpret("handle", tir.const(0, "uint64"))
         return func.with_body(tir.LetStmt(absent, null, status_checked(status, "vanilla_status")))
 

@@ -65,8 +65,17 @@ def split_composite(root) -> Parts:
     return Parts(expr if bias is None else expr.args[0], bias, residual, activation)
 
 
-# (feature map, weights) layouts Vanilla's engine reads; NHWC is TFLite's, HWIO what TVM's NHWC conv takes.
+# (feature map, weights) layouts Vanilla's engine reads; NHWC is TFLite's, HWIO what TVM's NHWC conv
+# takes (HWOI for a depthwise one).
 LAYOUTS = {("NCHW", "OIHW"), ("NHWC", "HWIO")}
+DEPTHWISE_LAYOUTS = {("NCHW", "OIHW"), ("NHWC", "HWOI")}
+
+
+def is_depthwise(conv) -> bool:
+    """groups = input channels = output channels (a channel multiplier of 1)."""
+    layout, groups = str(conv.attrs.data_layout), int(conv.attrs.groups)
+    data, out = conv.args[0].checked_type, conv.checked_type
+    return groups > 1 and groups == int(data.shape[layout.index("C")]) == int(out.shape[layout.index("C")])
 
 
 def _ints(values):
@@ -100,17 +109,19 @@ def _slope_problem(prelu, channels: int, layout: str) -> Optional[str]:
 def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
     """None when Vanilla computes this conv2d (with its bias and activation), else why not.
 
-    Vanilla: NCHW/OIHW or NHWC/HWIO float32, batch 1, no dilation or groups, kernel up to
+    Vanilla: NCHW/OIHW or NHWC/HWIO float32, batch 1, no dilation, dense or depthwise, kernel up to
     ``max_kernel_size``; any stride and zero padding.
     """
     conv, add, residual, activation = split_composite(root)
     attrs = conv.attrs
     data, weight = conv.args[0].checked_type, conv.args[1].checked_type
-    if int(attrs.groups) != 1:
-        return "grouped/depthwise"
-    layout = str(attrs.data_layout)
-    if (layout, attrs.kernel_layout) not in LAYOUTS or attrs.out_layout not in ("", layout):
-        return f"layout {attrs.data_layout}/{attrs.kernel_layout} (needs NCHW/OIHW or NHWC/HWIO)"
+    depthwise = is_depthwise(conv)
+    if int(attrs.groups) != 1 and not depthwise:
+        return "grouped (not depthwise)"
+    layout, layouts = str(attrs.data_layout), DEPTHWISE_LAYOUTS if depthwise else LAYOUTS
+    if (layout, attrs.kernel_layout) not in layouts or attrs.out_layout not in ("", layout):
+        wanted = " or ".join("/".join(pair) for pair in sorted(layouts))
+        return f"layout {attrs.data_layout}/{attrs.kernel_layout} (needs {wanted})"
     if data.dtype != "float32" or weight.dtype != "float32" or attrs.out_dtype not in ("", "float32"):
         return f"dtype {data.dtype} (needs float32)"
     if len(data.shape) != 4 or not (_static(data.shape) and _static(weight.shape)):

@@ -13,6 +13,7 @@
  * reproducible run to run. */
 #include "vanilla_accelerator.h"
 
+#include <float.h>
 #include <limits.h>
 #include <stddef.h>
 #include <string.h>
@@ -184,32 +185,147 @@ static void conv2d(const float* ifmap, const float* weights, float* result, conv
   }
 }
 
-/* The output stage after the convolution, one contiguous pass per channel (NCHW) or pixel (NHWC):
- * v = conv + bias[o] + residual; v = v < 0 ? slope[o] * v : v (PReLU); result = clamp(v, lo, hi).
- * bias, residual and slope may each be NULL. */
-static void output_stage(float* result, const float* bias, const float* residual, const float* slope, float lo,
-                         float hi, const conv_t* g) {
-  const size_t plane = (size_t)g->oh * (size_t)g->ow;
-  const size_t rows = g->nhwc ? plane : (size_t)g->oc, row = g->nhwc ? (size_t)g->oc : plane;
-  for (size_t r = 0; r < rows; ++r) {
-    float* restrict out = result + r * row;
-    const float* add = residual == NULL ? NULL : residual + r * row;
-    for (size_t i = 0; i < row; ++i) {
-      const size_t o = g->nhwc ? i : r;
-      float v = out[i] + (bias == NULL ? 0.0f : bias[o]);
-      if (add != NULL) v += add[i];
-      if (slope != NULL && v < 0.0f) v *= slope[o];
-      out[i] = v < lo ? lo : (v > hi ? hi : v);
+/* Depthwise convolution: output channel c reads input channel c only; weights [c][kh][kw].
+ * Every output sums its taps in (ky, kx) order from 0 (a tap outside the input adds zero or is
+ * skipped), in both layouts, so NCHW and NHWC give the same bits (for finite values). */
+#define LANES(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
+
+static void depthwise_nchw(const float* ifmap, const float* weights, float* result, const conv_t* g) {
+  const int taps = g->kh * g->kw;
+  const int tw = imin((CAP / taps) / XS * XS, (g->ow + XS - 1) / XS * XS); /* pixels per panel */
+  const size_t iplane = (size_t)g->ih * g->iw, oplane = (size_t)g->oh * g->ow;
+  float panel[CAP]; /* row j = tap (ky, kx): the input values that tap reads for tw outputs */
+  for (int c = 0; c < g->oc; ++c) {
+    const float* w = weights + (size_t)c * taps;
+    for (int y = 0; y < g->oh; ++y) {
+      for (int x0 = 0; x0 < g->ow; x0 += tw) {
+        const int n = imin(tw, g->ow - x0), nr = (n + XS - 1) / XS * XS;
+        for (int j = 0; j < taps; ++j) {
+          const int iy = y * g->sh + j / g->kw - g->pt;
+          const float* src = iy < 0 || iy >= g->ih ? NULL : ifmap + c * iplane + (size_t)iy * g->iw;
+          fill_row(panel + (size_t)j * nr, nr, src, x0 * g->sw + j % g->kw - g->pl, g->sw, g->iw, 1);
+        }
+        float* out = result + c * oplane + (size_t)y * g->ow + x0;
+        for (int xs = 0; xs < nr; xs += XS) {
+          float acc[XS] = {0};
+          for (int j = 0; j < taps; ++j) {
+            const float wj = w[j], *r = panel + (size_t)j * nr + xs;
+#define DW_MAC(i) acc[i] += wj * r[i];
+            LANES(DW_MAC)
+          }
+          for (int x = 0; x < imin(XS, n - xs); ++x) out[xs + x] = acc[x];
+        }
+      }
     }
   }
 }
 
-static int32_t run(float* ifmap, float* weights, float* bias, const float* residual,
+enum { CB = 64, MAX_TAPS = 64 }; /* NHWC depthwise: channels per chunk; kh*kw limit */
+
+static void depthwise_nhwc(const float* ifmap, const float* weights, float* result, const conv_t* g) {
+  const int taps = g->kh * g->kw, C = g->oc;
+  float wt[MAX_TAPS * CB]; /* a chunk's weights as [tap][channel]: contiguous like the feature maps */
+  for (int c0 = 0; c0 < C; c0 += CB) {
+    const int nc = imin(CB, C - c0), n8 = nc / XS * XS;
+    for (int j = 0; j < taps; ++j)
+      for (int c = 0; c < nc; ++c) wt[j * CB + c] = weights[(size_t)(c0 + c) * taps + j];
+    for (int y = 0; y < g->oh; ++y) {
+      for (int x = 0; x < g->ow; ++x) {
+        float acc[CB] = {0};
+        for (int j = 0; j < taps; ++j) {
+          const int iy = y * g->sh + j / g->kw - g->pt, ix = x * g->sw + j % g->kw - g->pl;
+          if (iy < 0 || iy >= g->ih || ix < 0 || ix >= g->iw) continue;
+          const float* in = ifmap + ((size_t)iy * g->iw + ix) * C + c0;
+          const float* w = wt + j * CB;
+          for (int c = 0; c < n8; c += XS) {
+            float* restrict a = acc + c;
+            const float* restrict wc = w + c, * restrict ic = in + c;
+#define DW_LANE(i) a[i] += wc[i] * ic[i];
+            LANES(DW_LANE)
+          }
+          for (int c = n8; c < nc; ++c) acc[c] += w[c] * in[c];
+        }
+        memcpy(result + ((size_t)y * g->ow + x) * C + c0, acc, (size_t)nc * sizeof(float));
+      }
+    }
+  }
+}
+
+/* for (i < n) BODY(i), the first n/8*8 in groups of 8 spelled out for gcc's SLP vectoriser. */
+#define FOR_LANES(n, BODY) do { size_t i_ = 0;                                              \
+    for (; i_ + XS <= (n); i_ += XS) {                                                        \
+      BODY(i_) BODY(i_ + 1) BODY(i_ + 2) BODY(i_ + 3) BODY(i_ + 4) BODY(i_ + 5) BODY(i_ + 6) BODY(i_ + 7) \
+    }                                                                                         \
+    for (; i_ < (n); ++i_) BODY(i_)                                                           \
+  } while (0)
+
+/* The output stage after the convolution, one contiguous row per channel (NCHW) or pixel (NHWC):
+ * v = conv + bias[o] + residual; v = v < 0 ? slope[o] * v : v (PReLU); result = clamp(v, lo, hi).
+ * bias, residual and slope may each be NULL; lo = -FLT_MAX, hi = FLT_MAX clamps nothing (not even
+ * an infinity).  Each part is its own branch-free pass over the row. */
+static void output_stage(float* result, const float* bias, const float* residual, const float* slope, float lo,
+                         float hi, const conv_t* g) {
+  const size_t plane = (size_t)g->oh * (size_t)g->ow;
+  const size_t rows = g->nhwc ? plane : (size_t)g->oc, n = g->nhwc ? (size_t)g->oc : plane;
+  const int clamp = lo > -FLT_MAX || hi < FLT_MAX;
+  for (size_t r = 0; r < rows; ++r) {
+    float* restrict out = result + r * n;
+    if (bias != NULL && g->nhwc) {
+#define BIAS(i) out[i] += bias[i];
+      FOR_LANES(n, BIAS);
+    } else if (bias != NULL) {
+      const float b = bias[r];
+#define BIAS_OF_ROW(i) out[i] += b;
+      FOR_LANES(n, BIAS_OF_ROW);
+    }
+    if (residual != NULL) {
+      const float* restrict add = residual + r * n;
+#define RESIDUAL(i) out[i] += add[i];
+      FOR_LANES(n, RESIDUAL);
+    }
+    if (slope != NULL && g->nhwc) {
+#define PRELU(i) out[i] = out[i] < 0.0f ? out[i] * slope[i] : out[i];
+      FOR_LANES(n, PRELU);
+    } else if (slope != NULL) {
+      const float a = slope[r];
+#define PRELU_OF_ROW(i) out[i] = out[i] < 0.0f ? out[i] * a : out[i];
+      FOR_LANES(n, PRELU_OF_ROW);
+    }
+    if (clamp) {
+#define CLAMP(i) out[i] = out[i] < lo ? lo : (out[i] > hi ? hi : out[i]);
+      FOR_LANES(n, CLAMP);
+    }
+  }
+}
+
+static int32_t run(const float* ifmap, const float* weights, const float* bias, const float* residual,
                    const float* slope, float* result, conv_t g, int stage, float lo, float hi) {
   if (!valid(ifmap, weights, result, &g) || !(lo <= hi)) return VANILLA_EINVAL;
   conv2d(ifmap, weights, result, g);
   if (stage) output_stage(result, bias, residual, slope, lo, hi, &g);
   return VANILLA_OK;
+}
+
+static int32_t run_depthwise(const float* ifmap, const float* weights, const float* bias, const float* residual,
+                             const float* slope, float* result, conv_t g, float lo, float hi) {
+  if (!valid(ifmap, weights, result, &g) || !(lo <= hi) || g.kh * g.kw > MAX_TAPS) return VANILLA_EINVAL;
+  if (g.nhwc) depthwise_nhwc(ifmap, weights, result, &g); else depthwise_nchw(ifmap, weights, result, &g);
+  output_stage(result, bias, residual, slope, lo, hi, &g);
+  return VANILLA_OK;
+}
+
+int32_t vanilla_depthwise_conv2dnchw(float* ifmap, float* weights, float* bias, float* residual, float* slope,
+                                     float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
+                                     int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi) {
+  const conv_t g = {channels, channels, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 0};
+  return run_depthwise(ifmap, weights, bias, residual, slope, result, g, lo, hi);
+}
+
+int32_t vanilla_depthwise_conv2dnhwc(float* ifmap, float* weights, float* bias, float* residual, float* slope,
+                                     float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
+                                     int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi) {
+  const conv_t g = {channels, channels, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 1};
+  return run_depthwise(ifmap, weights, bias, residual, slope, result, g, lo, hi);
 }
 
 int32_t vanilla_conv2dnchw_general(float* ifmap, float* weights, float* bias,

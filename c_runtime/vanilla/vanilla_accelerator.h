@@ -35,6 +35,16 @@ int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
                                    int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
                                    int pad_left, int pad_top, float lo, float hi);
 
+/* Depthwise convolution (groups = channels): output channel c reads input channel c only.
+ * weights [channels][kh][kw] with kh*kw <= 64; window and output stage as above; the NHWC entry
+ * equals the NCHW one bit for bit. */
+int32_t vanilla_depthwise_conv2dnchw(float* ifmap, float* weights, float* bias, float* residual, float* slope,
+                                     float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
+                                     int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi);
+int32_t vanilla_depthwise_conv2dnhwc(float* ifmap, float* weights, float* bias, float* residual, float* slope,
+                                     float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
+                                     int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi);
+
 /* Shorthands for the common case, as in TVM's UMA tutorial: stride 1, "same" padding. */
 
 /* Conv2D, stride 1, "same" zero padding of (k-1)/2 on each side, no bias.
