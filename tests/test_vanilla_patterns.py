@@ -36,6 +36,7 @@ def offloaded(backend, data_shape, weight_shape, dtype="float32", **conv_attrs):
     ("asymmetric padding", (1, 4, 8, 8), (8, 4, 3, 3), dict(padding=(1, 1, 0, 0))),
     ("even kernel", (1, 4, 8, 8), (8, 4, 2, 2), dict(padding=(1, 1, 0, 0))),
     ("depthwise", (1, 4, 8, 8), (4, 1, 3, 3), dict(padding=(1, 1), groups=4)),
+    ("9x1: 9 taps fit the window buffer", (1, 4, 20, 1), (4, 1, 9, 1), dict(padding=(4, 0), groups=4)),
     ("depthwise NHWC", (1, 8, 8, 4), (3, 3, 4, 1), dict(padding=(1, 1), groups=4, data_layout="NHWC", kernel_layout="HWOI")),
 ])
 def test_offloaded(vanilla, case, data, weight, attrs):
@@ -48,7 +49,7 @@ def test_offloaded(vanilla, case, data, weight, attrs):
     ("channel multiplier", (1, 4, 8, 8), (8, 1, 3, 3), "float32", dict(padding=(1, 1), groups=4)),
     ("batch 2", (2, 4, 8, 8), (8, 4, 3, 3), "float32", dict(padding=(1, 1))),
     ("int8", (1, 4, 8, 8), (8, 4, 3, 3), "int8", dict(padding=(1, 1), out_dtype="int32")),
-    ("9x9 above max_kernel_size", (1, 4, 16, 16), (8, 4, 9, 9), "float32", dict(padding=(4, 4))),
+    ("9x9: 81 taps above max_kernel_size 7's 49", (1, 4, 16, 16), (8, 4, 9, 9), "float32", dict(padding=(4, 4))),
 ])
 def test_stays_on_cpu(vanilla, case, data, weight, dtype, attrs):
     assert offloaded(vanilla, data, weight, dtype, **attrs) == 0, case

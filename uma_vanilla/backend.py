@@ -14,7 +14,7 @@ class VanillaAcceleratorBackend(UMABackend):
     def __init__(self):
         # One kernel call per conv: adjacent convs must not merge into one function.
         super().__init__(merge_compiler_regions=False)
-        # The MAC array's window buffer holds kernels up to this size.
+        # The MAC array's window buffer holds this size squared taps (7: a 7x7 or a 9x1 kernel).
         self._register_target_attr("max_kernel_size", default=7)
         # Its DMA reads NCHW and NHWC feature maps: models keep their layout, no transposes.
         # Weights only need to be constants (TFLite's float16 ones are cast first).

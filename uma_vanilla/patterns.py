@@ -109,8 +109,8 @@ def _slope_problem(prelu, channels: int, layout: str) -> Optional[str]:
 def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
     """None when Vanilla computes this conv2d (with its bias and activation), else why not.
 
-    Vanilla: NCHW/OIHW or NHWC/HWIO float32, batch 1, no dilation, dense or depthwise, kernel up to
-    ``max_kernel_size``; any stride and zero padding.
+    Vanilla: NCHW/OIHW or NHWC/HWIO float32, batch 1, no dilation, dense or depthwise, kernel of at most
+    ``max_kernel_size`` squared taps (9x1 fits 7x7's buffer); any stride and zero padding.
     """
     conv, add, residual, activation = split_composite(root)
     attrs = conv.attrs
@@ -131,8 +131,8 @@ def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
     if int(data.shape[0]) != 1:
         return f"batch {int(data.shape[0])} (needs 1)"
     kh, kw = (_ints(weight.shape)[attrs.kernel_layout.index(axis)] for axis in "HW")
-    if max(kh, kw) > max_kernel_size:
-        return f"kernel {kh}x{kw} above max_kernel_size {max_kernel_size}"
+    if kh * kw > max_kernel_size ** 2:  # the window buffer holds max_kernel_size^2 taps, in any shape
+        return f"kernel {kh}x{kw} larger than the window buffer (max_kernel_size {max_kernel_size})"
     channels = int(weight.shape[attrs.kernel_layout.index("O")])
     if residual is not None and not tvm.ir.structural_equal(residual.checked_type, root.checked_type):
         return f"residual of type {residual.checked_type} is not the conv's output type"

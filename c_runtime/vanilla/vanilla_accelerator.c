@@ -14,6 +14,7 @@
 #include "vanilla_accelerator.h"
 
 #include <float.h>
+#include <math.h>
 #include <limits.h>
 #include <stddef.h>
 #include <string.h>
@@ -117,6 +118,11 @@ static void conv2d(const float* ifmap, const float* weights, float* result, conv
   const layout_t in = layout_of(g.nhwc, (size_t)g.ic, (size_t)g.ih * g.iw);
   const layout_t out = layout_of(g.nhwc, (size_t)g.oc, (size_t)g.oh * g.ow);
   const size_t plane = (size_t)g.ih * g.iw;
+  if (g.iw == 1 && g.ow == 1 && g.kw == 1 && g.pl == 0) { /* one column (audio as TFLite lays it out): */
+    conv_t t = g; /* the same memory read as one row, so the kernel's rows slide along the panel */
+    t.ih = t.oh = 1, t.iw = g.ih, t.ow = g.oh, t.kh = 1, t.kw = g.kh, t.sh = 1, t.sw = g.sh, t.pt = 0, t.pl = g.pt;
+    g = t;
+  }
   if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.ih && g.ow == g.iw &&
       plane <= INT_MAX / 2) { /* 1x1: the whole plane as one long row */
     g.iw = g.ow = (int)plane;
@@ -251,49 +257,30 @@ static void depthwise_nhwc(const float* ifmap, const float* weights, float* resu
   }
 }
 
-/* for (i < n) BODY(i), the first n/8*8 in groups of 8 spelled out for gcc's SLP vectoriser. */
-#define FOR_LANES(n, BODY) do { size_t i_ = 0;                                              \
-    for (; i_ + XS <= (n); i_ += XS) {                                                        \
-      BODY(i_) BODY(i_ + 1) BODY(i_ + 2) BODY(i_ + 3) BODY(i_ + 4) BODY(i_ + 5) BODY(i_ + 6) BODY(i_ + 7) \
-    }                                                                                         \
-    for (; i_ < (n); ++i_) BODY(i_)                                                           \
-  } while (0)
-
 /* The output stage after the convolution, one contiguous row per channel (NCHW) or pixel (NHWC):
  * v = conv + bias[o] + residual; v = v < 0 ? slope[o] * v : v (PReLU); result = clamp(v, lo, hi).
  * bias, residual and slope may each be NULL; lo = -FLT_MAX, hi = FLT_MAX clamps nothing (not even
- * an infinity).  Each part is its own branch-free pass over the row. */
+ * an infinity).  One compact branch-free loop: a part left out adds 0 or multiplies by 1 (a
+ * pointer that does not advance), as does NCHW's per-row bias and slope. */
 static void output_stage(float* result, const float* bias, const float* residual, const float* slope, float lo,
                          float hi, const conv_t* g) {
+  static const float zero = 0.0f, one = 1.0f;
   const size_t plane = (size_t)g->oh * (size_t)g->ow;
   const size_t rows = g->nhwc ? plane : (size_t)g->oc, n = g->nhwc ? (size_t)g->oc : plane;
-  const int clamp = lo > -FLT_MAX || hi < FLT_MAX;
+  const size_t bstep = bias != NULL && g->nhwc, sstep = slope != NULL && g->nhwc, astep = residual != NULL;
+  if (lo <= -FLT_MAX) lo = -INFINITY;
+  if (hi >= FLT_MAX) hi = INFINITY;
   for (size_t r = 0; r < rows; ++r) {
-    float* restrict out = result + r * n;
-    if (bias != NULL && g->nhwc) {
-#define BIAS(i) out[i] += bias[i];
-      FOR_LANES(n, BIAS);
-    } else if (bias != NULL) {
-      const float b = bias[r];
-#define BIAS_OF_ROW(i) out[i] += b;
-      FOR_LANES(n, BIAS_OF_ROW);
-    }
-    if (residual != NULL) {
-      const float* restrict add = residual + r * n;
-#define RESIDUAL(i) out[i] += add[i];
-      FOR_LANES(n, RESIDUAL);
-    }
-    if (slope != NULL && g->nhwc) {
-#define PRELU(i) out[i] = out[i] < 0.0f ? out[i] * slope[i] : out[i];
-      FOR_LANES(n, PRELU);
-    } else if (slope != NULL) {
-      const float a = slope[r];
-#define PRELU_OF_ROW(i) out[i] = out[i] < 0.0f ? out[i] * a : out[i];
-      FOR_LANES(n, PRELU_OF_ROW);
-    }
-    if (clamp) {
-#define CLAMP(i) out[i] = out[i] < lo ? lo : (out[i] > hi ? hi : out[i]);
-      FOR_LANES(n, CLAMP);
+    const float* b = bias == NULL ? &zero : g->nhwc ? bias : bias + r;
+    const float* s = slope == NULL ? &one : g->nhwc ? slope : slope + r;
+    const float* a = residual == NULL ? &zero : residual + r * n;
+    float* out = result + r * n;
+    for (size_t i = 0; i < n; ++i, b += bstep, s += sstep, a += astep) {
+      float v = out[i] + *b + *a;
+      const float neg = v < 0.0f ? v : 0.0f; /* min, max: no branches, sign-dependent data mispredicts them */
+      v = (v - neg) + neg * *s;
+      v = v < lo ? lo : v;
+      out[i] = v > hi ? hi : v;
     }
   }
 }
