@@ -44,7 +44,7 @@ def test_load_partition_compile_run(tmp_path):
     done = subprocess.run([sys.executable, str(script), str(model), str(tmp_path / "m.tar"), str(tmp_path / "in.npz"),
                            str(tmp_path / "out.npz")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert kernel_calls(tmp_path / "m.tar") == 55  # all of its convs: 49 of stride 1, 6 of stride 2
+    assert kernel_calls(tmp_path / "m.tar") == 79  # all of its convs: 49 dense of stride 1, 6 of stride 2, 24 depthwise
     got = np.load(tmp_path / "out.npz")["arr_0"]
     assert_close(got, tflite_reference(model, inputs)[0], what="python flow vs TFLite")
 
