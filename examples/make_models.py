@@ -20,7 +20,8 @@ def _weights(rng, name, shape):
     return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
 
 
-def _model(nodes, inits, inp, out, name):
+def float_model(nodes, inits, inp, out, name):
+    """A checked opset-13 model with one float32 input "input" and one output "output"."""
     graph = helper.make_graph(
         nodes, name,
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, inp)],
@@ -36,7 +37,7 @@ def _model(nodes, inits, inp, out, name):
 def conv2d_model():
     rng = np.random.default_rng(1)
     nodes = [helper.make_node("Conv", ["input", "w"], ["output"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
-    return _model(nodes, [_weights(rng, "w", (8, 4, 3, 3))], [1, 4, 12, 12], [1, 8, 12, 12], "conv2d")
+    return float_model(nodes, [_weights(rng, "w", (8, 4, 3, 3))], [1, 4, 12, 12], [1, 8, 12, 12], "conv2d")
 
 
 def cnn_model():
@@ -63,7 +64,7 @@ def cnn_model():
         _weights(rng, "w5", (10, 16 * 4 * 4)),
         numpy_helper.from_array((rng.standard_normal(10) * 0.1).astype(np.float32), "b5"),
     ]
-    return _model(nodes, inits, [1, 3, 16, 16], [1, 10], "cnn")
+    return float_model(nodes, inits, [1, 3, 16, 16], [1, 10], "cnn")
 
 
 def vgg_model():
@@ -84,7 +85,7 @@ def vgg_model():
     nodes += [helper.make_node("Flatten", [x], ["flat"]), helper.make_node("Gemm", ["flat", "wd", "bd"], ["output"], transB=1)]
     inits += [_weights(rng, "wd", (10, 64 * 6 * 6)),
               numpy_helper.from_array(np.zeros(10, np.float32), "bd")]
-    return _model(nodes, inits, [1, 3, 48, 48], [1, 10], "vgg")
+    return float_model(nodes, inits, [1, 3, 48, 48], [1, 10], "vgg")
 
 
 if __name__ == "__main__":

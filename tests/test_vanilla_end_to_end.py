@@ -12,6 +12,7 @@ from conftest import (
     run_tvmc, tvm_cpu_reference,
 )
 from make_input import random_inputs
+from make_models import float_model
 from tvm_extension.mlf import HostBuildError, build
 
 EXT = ["--experimental-tvm-extension", VANILLA_EXT]
@@ -160,9 +161,7 @@ def residual_block_model(path):
     ]
     inits = [const("w1", (6, 6, 3, 3)), const("b1", (6,)), const("w2", (6, 6, 1, 1)), const("b2", (6,)),
              const("w3", (6, 6, 3, 3)), const("b3", (6,)), const("row", (1, 1, 1, 10))]
-    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("input", 1, [1, 6, 9, 10])],
-                              [helper.make_tensor_value_info("output", 1, [1, 6, 9, 10])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    onnx.save(float_model(nodes, inits, [1, 6, 9, 10], [1, 6, 9, 10], "residual"), path)
     return path
 
 
@@ -207,9 +206,7 @@ def windows_model(path):
              const("w3", (6, 8, 2, 2)),
              const("w4", (12, 6, 1, 1)), const("b4", (12,)), const("w5", (4, 12, 5, 3)), const("b5", (4,)),
              numpy_helper.from_array(np.float32(0), "zero"), numpy_helper.from_array(np.float32(6), "six")]
-    graph = helper.make_graph(nodes, "windows", [helper.make_tensor_value_info("input", 1, [1, 3, 27, 23])],
-                              [helper.make_tensor_value_info("output", 1, None)], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    onnx.save(float_model(nodes, inits, [1, 3, 27, 23], [1, 4, 4, 6], "windows"), path)
     return path
 
 

@@ -332,7 +332,7 @@ int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
 }
 
 /* The "same"-padded stride-1 entries: odd kernels, output as large as the input. */
-static int32_t same(float* ifmap, float* weights, float* bias, const float* residual,
+static int32_t same(const float* ifmap, const float* weights, const float* bias, const float* residual,
                     float* result, int oc, int iw, int ih, int ic, int kh, int kw, int nhwc, int stage, float lo,
                     float hi) {
   if (kh % 2 == 0 || kw % 2 == 0) return VANILLA_EINVAL;
