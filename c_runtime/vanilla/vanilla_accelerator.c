@@ -42,6 +42,7 @@ enum {
 };
 
 static int imin(int a, int b) { return a < b ? a : b; }
+static int imax(int a, int b) { return a > b ? a : b; }
 
 /* acc[o][0..7] += wv * r[0..7], spelled out so the accumulators stay in registers. */
 #define MAC(o, wv) { const float w_ = (wv); \
@@ -111,6 +112,46 @@ static void fill_row(float* restrict panel, int W, const float* src, int col0, i
     for (int q = lo; q < hi; ++q, s += stride) panel[q] = *s;
   }
   for (int q = hi; q < W; ++q) panel[q] = 0.0f;
+}
+
+/* NHWC 1x1 convolution: a matrix product result[p][o] = sum_c ifmap[p][c] * weights[o][c] over
+ * the plane's pixels p.  block() runs with its roles swapped: the panel holds the weights,
+ * transposed to [c][o], once per tile of output channels (not per pixel row), the register
+ * block's four "weight rows" are four pixels' channel vectors, and its eight contiguous lanes
+ * are output channels, which NHWC keeps contiguous, so nothing is gathered or scattered.
+ * Each output sums c = 0 .. ic-1 in order, as the NCHW path does: the same bits. */
+static void pointwise_nhwc(const float* ifmap, const float* weights, float* result, int oc, int ic, size_t pixels) {
+  const int fit = (CAP / ic) / XS * XS; /* output channels per tile that keep all of c in one panel */
+  const int to = imin(imax(fit, XS), (oc + XS - 1) / XS * XS);
+  float panel[CAP];
+  for (int o0 = 0; o0 < oc; o0 += to) {
+    const int no = imin(to, oc - o0), nr = (no + XS - 1) / XS * XS, jstep = CAP / nr;
+    for (int c0 = 0; c0 < ic; c0 += jstep) {
+      const int nj = imin(jstep, ic - c0), first = c0 == 0;
+      for (int j = 0; j < nj; ++j)
+        for (int q = 0; q < nr; ++q) panel[j * nr + q] = q < no ? weights[(size_t)(o0 + q) * ic + c0 + j] : 0.0f;
+      for (size_t p0 = 0; p0 < pixels; p0 += OB) {
+        const int np = (int)(pixels - p0 < OB ? pixels - p0 : OB);
+        const float* px[OB]; /* missing pixels of a partial block reuse the last one */
+        for (int o = 0; o < OB; ++o) px[o] = ifmap + (p0 + (size_t)(o < np ? o : np - 1)) * ic + c0;
+        for (int xs = 0; xs < nr; xs += XS) {
+          float* dst = result + p0 * oc + o0 + xs;
+          const int nx = imin(XS, no - xs), direct = np == OB && nx == XS;
+          float tile[OB * XS];
+          if (!direct && !first) {
+            memset(tile, 0, sizeof tile);
+            for (int o = 0; o < np; ++o)
+              for (int x = 0; x < nx; ++x) tile[o * XS + x] = dst[(size_t)o * oc + x];
+          }
+          block(panel + xs, nj, nr, 1, 1, px[0], px[1], px[2], px[3], direct ? dst : tile,
+                direct ? (size_t)oc : XS, !first);
+          if (!direct)
+            for (int o = 0; o < np; ++o)
+              for (int x = 0; x < nx; ++x) dst[(size_t)o * oc + x] = tile[o * XS + x];
+        }
+      }
+    }
+  }
 }
 
 /* The convolution engine. */
@@ -237,21 +278,31 @@ static void depthwise_nhwc(const float* ifmap, const float* weights, float* resu
       for (int c = 0; c < nc; ++c) wt[j * CB + c] = weights[(size_t)(c0 + c) * taps + j];
     for (int y = 0; y < g->oh; ++y) {
       for (int x = 0; x < g->ow; ++x) {
-        float acc[CB] = {0};
+        /* The pixel's taps inside the input, in (ky, kx) order: where they read, which weights. */
+        const float* in[MAX_TAPS];
+        const float* w[MAX_TAPS];
+        int nt = 0;
         for (int j = 0; j < taps; ++j) {
           const int iy = y * g->sh + j / g->kw - g->pt, ix = x * g->sw + j % g->kw - g->pl;
           if (iy < 0 || iy >= g->ih || ix < 0 || ix >= g->iw) continue;
-          const float* in = ifmap + ((size_t)iy * g->iw + ix) * C + c0;
-          const float* w = wt + j * CB;
-          for (int c = 0; c < n8; c += XS) {
-            float* restrict a = acc + c;
-            const float* restrict wc = w + c, * restrict ic = in + c;
-#define DW_LANE(i) a[i] += wc[i] * ic[i];
+          in[nt] = ifmap + ((size_t)iy * g->iw + ix) * C + c0;
+          w[nt++] = wt + j * CB;
+        }
+        float* out = result + ((size_t)y * g->ow + x) * C + c0;
+        for (int c = 0; c < n8; c += XS) { /* 8 channels' sums stay in registers across the taps */
+          float acc[XS] = {0};
+          for (int t = 0; t < nt; ++t) {
+            const float* restrict wc = w[t] + c, * restrict ic = in[t] + c;
+#define DW_LANE(i) acc[i] += wc[i] * ic[i];
             LANES(DW_LANE)
           }
-          for (int c = n8; c < nc; ++c) acc[c] += w[c] * in[c];
+          memcpy(out + c, acc, sizeof acc);
         }
-        memcpy(result + ((size_t)y * g->ow + x) * C + c0, acc, (size_t)nc * sizeof(float));
+        for (int c = n8; c < nc; ++c) {
+          float acc = 0.0f;
+          for (int t = 0; t < nt; ++t) acc += w[t][c] * in[t][c];
+          out[c] = acc;
+        }
       }
     }
   }
@@ -260,26 +311,26 @@ static void depthwise_nhwc(const float* ifmap, const float* weights, float* resu
 /* The output stage after the convolution, one contiguous row per channel (NCHW) or pixel (NHWC):
  * v = conv + bias[o] + residual; v = v < 0 ? slope[o] * v : v (PReLU); result = clamp(v, lo, hi).
  * bias, residual and slope may each be NULL; lo = -FLT_MAX, hi = FLT_MAX clamps nothing (not even
- * an infinity).  One compact branch-free loop: a part left out adds 0 or multiplies by 1 (a
- * pointer that does not advance), as does NCHW's per-row bias and slope. */
+ * an infinity).  One compact loop: a part left out adds 0 (a pointer that does not advance),
+ * as does NCHW's per-row bias. */
 static void output_stage(float* result, const float* bias, const float* residual, const float* slope, float lo,
                          float hi, const conv_t* g) {
-  static const float zero = 0.0f, one = 1.0f;
+  static const float zero = 0.0f;
   const size_t plane = (size_t)g->oh * (size_t)g->ow;
   const size_t rows = g->nhwc ? plane : (size_t)g->oc, n = g->nhwc ? (size_t)g->oc : plane;
   const size_t bstep = bias != NULL && g->nhwc, sstep = slope != NULL && g->nhwc, astep = residual != NULL;
   if (lo <= -FLT_MAX) lo = -INFINITY;
   if (hi >= FLT_MAX) hi = INFINITY;
+  if (bias == NULL && residual == NULL && slope == NULL && lo == -INFINITY && hi == INFINITY) return;
   for (size_t r = 0; r < rows; ++r) {
     const float* b = bias == NULL ? &zero : g->nhwc ? bias : bias + r;
-    const float* s = slope == NULL ? &one : g->nhwc ? slope : slope + r;
+    const float* s = slope == NULL ? &zero : g->nhwc ? slope : slope + r;
     const float* a = residual == NULL ? &zero : residual + r * n;
     float* out = result + r * n;
     for (size_t i = 0; i < n; ++i, b += bstep, s += sstep, a += astep) {
       float v = out[i] + *b + *a;
-      const float neg = v < 0.0f ? v : 0.0f; /* min, max: no branches, sign-dependent data mispredicts them */
-      v = (v - neg) + neg * *s;
-      v = v < lo ? lo : v;
+      if (slope != NULL && v < 0.0f) v *= *s; /* the only data-dependent branch, and only for PReLU */
+      v = v < lo ? lo : v;                    /* maxss, minss: no branches */
       out[i] = v > hi ? hi : v;
     }
   }
@@ -288,7 +339,13 @@ static void output_stage(float* result, const float* bias, const float* residual
 static int32_t run(const float* ifmap, const float* weights, const float* bias, const float* residual,
                    const float* slope, float* result, conv_t g, int stage, float lo, float hi) {
   if (!valid(ifmap, weights, result, &g) || !(lo <= hi)) return VANILLA_EINVAL;
-  conv2d(ifmap, weights, result, g);
+  /* Tested here, not in conv2d(): inlined into an entry of known layout, an NCHW model's
+   * program does not link the NHWC-only code. */
+  if (g.nhwc && g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.ih &&
+      g.ow == g.iw)
+    pointwise_nhwc(ifmap, weights, result, g.oc, g.ic, (size_t)g.ih * g.iw);
+  else
+    conv2d(ifmap, weights, result, g);
   if (stage) output_stage(result, bias, residual, slope, lo, hi, &g);
   return VANILLA_OK;
 }
