@@ -238,27 +238,31 @@ static void conv2d(const float* ifmap, const float* weights, float* result, conv
 #define LANES(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
 
 static void depthwise_nchw(const float* ifmap, const float* weights, float* result, const conv_t* g) {
-  const int taps = g->kh * g->kw;
-  const int tw = imin((CAP / taps) / XS * XS, (g->ow + XS - 1) / XS * XS); /* pixels per panel */
+  /* As in conv2d(): at stride 1 a panel row is an input row (ky) and the kernel's columns slide
+   * along it; wider strides take one row per tap (ky, kx) holding every sw-th column. */
+  const int slide = g->sw == 1, kslide = slide ? g->kw : 1, rows = slide ? g->kh : g->kh * g->kw;
+  const int tw = imin((CAP / rows - (kslide - 1)) / XS * XS, (g->ow + XS - 1) / XS * XS); /* pixels per panel */
   const size_t iplane = (size_t)g->ih * g->iw, oplane = (size_t)g->oh * g->ow;
-  float panel[CAP]; /* row j = tap (ky, kx): the input values that tap reads for tw outputs */
+  float panel[CAP];
   for (int c = 0; c < g->oc; ++c) {
-    const float* w = weights + (size_t)c * taps;
+    const float* w = weights + (size_t)c * g->kh * g->kw; /* [ky][kx] = [row j][kx] in both modes */
     for (int y = 0; y < g->oh; ++y) {
       for (int x0 = 0; x0 < g->ow; x0 += tw) {
-        const int n = imin(tw, g->ow - x0), nr = (n + XS - 1) / XS * XS;
-        for (int j = 0; j < taps; ++j) {
-          const int iy = y * g->sh + j / g->kw - g->pt;
+        const int n = imin(tw, g->ow - x0), nr = (n + XS - 1) / XS * XS, W = nr + kslide - 1;
+        for (int j = 0; j < rows; ++j) {
+          const int ky = slide ? j : j / g->kw, kx = slide ? 0 : j % g->kw, iy = y * g->sh + ky - g->pt;
           const float* src = iy < 0 || iy >= g->ih ? NULL : ifmap + c * iplane + (size_t)iy * g->iw;
-          fill_row(panel + (size_t)j * nr, nr, src, x0 * g->sw + j % g->kw - g->pl, g->sw, g->iw, 1);
+          fill_row(panel + (size_t)j * W, W, src, x0 * g->sw + kx - g->pl, g->sw, g->iw, 1);
         }
         float* out = result + c * oplane + (size_t)y * g->ow + x0;
         for (int xs = 0; xs < nr; xs += XS) {
           float acc[XS] = {0};
-          for (int j = 0; j < taps; ++j) {
-            const float wj = w[j], *r = panel + (size_t)j * nr + xs;
+          for (int j = 0; j < rows; ++j) {
+            for (int kx = 0; kx < kslide; ++kx) { /* taps in (ky, kx) order, as the NHWC path */
+              const float wj = w[j * kslide + kx], *r = panel + (size_t)j * W + xs + kx;
 #define DW_MAC(i) acc[i] += wj * r[i];
-            LANES(DW_MAC)
+              LANES(DW_MAC)
+            }
           }
           for (int x = 0; x < imin(XS, n - xs); ++x) out[xs + x] = acc[x];
         }
