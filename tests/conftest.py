@@ -50,9 +50,10 @@ def mlf_sources(archive_path):
 
 
 def kernel_calls(archive_path, kernel=r"vanilla_(?:depthwise_)?conv2dn(?:chw|hwc)\w*"):
-    """Calls of the kernel's entry points (assigned to a status) in the MLF's generated C."""
+    """Calls of the kernel's entry points (assigned to a status, or a statement of their own)
+    in the MLF's generated C."""
     return sum(
-        len(re.findall(rf"= {kernel}\(", text))
+        len(re.findall(rf"(?:= |^\s+){kernel}\(", text, re.MULTILINE))
         for text in mlf_sources(archive_path).values() if "// offloaded to" in text
     )
 

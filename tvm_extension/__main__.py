@@ -2,8 +2,10 @@
 
     python -m tvm_extension list [--experimental-tvm-extension PATH ...]
     python -m tvm_extension new NAME [--directory DIR]
+    python -m tvm_extension examples      # the folder of the example extensions (Vanilla, QVanilla)
 """
 import argparse
+import os
 import sys
 
 from tvm_extension import api
@@ -34,9 +36,15 @@ def main(argv=None) -> int:
     new = sub.add_parser("new", help="create a working backend project for a new accelerator")
     new.add_argument("name", help="the accelerator's name: a Python identifier, also its target name")
     new.add_argument("--directory", default=".", help="where to create the NAME folder (default: here)")
+    sub.add_parser("examples", help="print the folder of the example extensions, for --experimental-tvm-extension")
     args = parser.parse_args(argv)
     if args.command == "list":
         return list_extensions(args.paths)
+    if args.command == "examples":
+        from tvm_extension.api.resources import data_folder  # pylint: disable=import-outside-toplevel
+
+        print(data_folder("tvm_extension.scaffold", "examples", "examples/ext"))
+        return 0
     from tvm_extension.scaffold import ScaffoldError, create  # pylint: disable=import-outside-toplevel
 
     try:
@@ -44,7 +52,10 @@ def main(argv=None) -> int:
     except ScaffoldError as err:
         sys.stderr.write(f"Error: {err}\n")
         return 2
-    print(f"created {project}: pip install {project} && tvmc compile --target {args.name} MODEL -f mlf -o out.tar")
+    where = project if project.is_absolute() else os.path.join(".", project)  # pip reads a bare name as PyPI's
+    print(f"created {where}\n"
+          f"  pip install {where}          # or pip install -e {where} while you edit the backend\n"
+          f"  tvmc compile --target {args.name} MODEL -f mlf -o out.tar")
     return 0
 
 

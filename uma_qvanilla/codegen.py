@@ -1,7 +1,7 @@
 """C code put in front of every function offloaded to QVanilla: the kernel library's header."""
-import pathlib
+from tvm_extension.api.resources import data_folder
 
-KERNEL_DIR = pathlib.Path(__file__).resolve().parent.parent / "c_runtime" / "qvanilla"
+KERNEL_DIR = data_folder(__package__, "c", "c_runtime/qvanilla")
 
 
 def gen_includes() -> str:

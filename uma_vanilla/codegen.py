@@ -3,9 +3,9 @@
 The absolute path names the library; the framework packages the header's folder once
 into the output and rewrites the include to the bare file name.
 """
-import pathlib
+from tvm_extension.api.resources import data_folder
 
-KERNEL_DIR = pathlib.Path(__file__).resolve().parent.parent / "c_runtime" / "vanilla"
+KERNEL_DIR = data_folder(__package__, "c", "c_runtime/vanilla")
 
 
 def gen_includes() -> str:

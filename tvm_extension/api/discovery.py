@@ -9,19 +9,24 @@ Places searched, first found wins for a given subpackage name:
 3. ``tvm_extension`` portions already importable (``PYTHONPATH``, installed distributions);
 4. entry points of the ``tvm_extension`` group (``importlib.metadata``).
 
-Each such folder holds a ``tvm_extension`` (or ``tvmc_extension``) directory whose
-subpackages (other than the reserved framework names) each define one or more
-``TVMExtension`` subclasses (``TVMCExtension`` is the same class).
+Each such folder holds a ``tvm_extension`` (or ``tvmc_extension``) directory, with or
+without ``__init__.py``.  As the TVMC-extension patch (MLonMCU's) does, every module and
+package under it is imported, except names starting with a single ``_`` (with everything
+below them) and the reserved framework names, and every concrete ``TVMExtension`` subclass
+found is an extension (``TVMCExtension`` is the same class).  A module that fails to import
+is a warning; an explicit folder in which no module defines an extension is an error.
 An extension is code: importing it runs it with the user's rights.
 """
 import dataclasses
 import importlib
 import importlib.util
+import inspect
 import os
+import pkgutil
 import sys
 import traceback
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional
 
 import importlib_metadata
 
@@ -72,6 +77,7 @@ def _extension_classes(module) -> List[type]:
             isinstance(value, type)
             and issubclass(value, TVMExtension)
             and value is not TVMExtension
+            and not inspect.isabstract(value)
             and not value.__module__.startswith(f"{PACKAGE}.api")
             and not value.__module__.startswith("tvm.driver.tvmc")
             and value not in found
@@ -80,21 +86,36 @@ def _extension_classes(module) -> List[type]:
     return found
 
 
-def _import_portion(sub_dir: Path, folder: Path):
-    """Import ``tvm_extension.<name>`` from ``sub_dir`` without leaving sys.path changed."""
-    name = f"{sub_dir.parent.name}.{sub_dir.name}"
-    init = sub_dir / "__init__.py"
+def _is_private(name: str) -> bool:
+    """The TVMC-extension patch's rule: ``_name`` is skipped, ``__name`` is not."""
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _entries(directory: Path, prefix: str):
+    """(module name, file, is package) of each module and regular package in ``directory``,
+    as ``pkgutil.iter_modules`` lists them (a folder without ``__init__.py`` is not a package)."""
+    for info in pkgutil.iter_modules([str(directory)]):
+        if _is_private(info.name):
+            continue
+        path = directory / info.name
+        yield f"{prefix}.{info.name}", (path / "__init__.py" if info.ispkg else path.with_suffix(".py")), info.ispkg
+
+
+def _import_file(name: str, file: Path, is_package: bool, folder: Path):
+    """Import ``name`` from ``file``; ``folder`` is on sys.path while it runs (siblings import).
+
+    Returns None when the name is already taken by a module from another file (shadowed).
+    What the module itself adds to sys.path stays (MLonMCU's extensions append their folder).
+    """
     existing = sys.modules.get(name)
     if existing is not None:
-        if Path(getattr(existing, "__file__", "")).resolve() == init.resolve():
-            return existing
-        return None  # the name is taken by a portion found earlier
+        return existing if Path(getattr(existing, "__file__", "") or "").resolve() == file.resolve() else None
     spec = importlib.util.spec_from_file_location(
-        name, init, submodule_search_locations=[str(sub_dir)]
+        name, file, submodule_search_locations=[str(file.parent)] if is_package else None
     )
     module = importlib.util.module_from_spec(spec)
-    saved_path = list(sys.path)
-    sys.path.insert(0, str(folder))  # sibling modules of the extension import while it loads
+    entry = str(folder)
+    sys.path.insert(0, entry)
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
@@ -102,14 +123,15 @@ def _import_portion(sub_dir: Path, folder: Path):
         sys.modules.pop(name, None)
         raise
     finally:
-        sys.path[:] = saved_path
+        if entry in sys.path:
+            sys.path.remove(entry)
     return module
 
 
 class _Search:
     def __init__(self):
         self.loaded: List[LoadedExtension] = []
-        self.seen_dirs = set()
+        self.seen_files = set()
 
     def add_folder(self, folder: Path, origin: str, strict: bool):
         if not folder.is_dir():
@@ -118,56 +140,60 @@ class _Search:
         if not portions:
             raise ExtensionError(
                 f"extension path '{folder}' holds no '{PACKAGE}' package "
-                f"(expected {folder / PACKAGE}/<name>/__init__.py)"
+                f"(expected {folder / PACKAGE}/<name>/__init__.py or {folder / PACKAGE}/<name>.py)"
             )
+        before = len(self.loaded)
         found_any = False
         for portion in portions:
-            for sub_dir in sorted(portion.iterdir()):
-                if sub_dir.name in RESERVED_NAMES or not (sub_dir / "__init__.py").is_file():
-                    continue
-                found_any = self.add_portion(sub_dir, folder, origin, strict) or found_any
+            found_any = self.add_portion(portion, folder, origin) or found_any
         if strict and not found_any:
-            raise ExtensionError(
-                f"extension path '{folder}' defines no TVMExtension subclass in {portions[0]}/*/__init__.py"
-            )
+            failures = [e.error for e in self.loaded[before:] if e.error]
+            why = f": {failures[0]}" if failures else ""
+            raise ExtensionError(f"extension path '{folder}' defines no TVMExtension subclass in {portions[0]}{why}")
 
-    def add_portion(self, sub_dir: Path, folder: Path, origin: str, strict: bool) -> bool:
-        key = sub_dir.resolve()
-        if key in self.seen_dirs:
-            return True
-        self.seen_dirs.add(key)
-        location = str(sub_dir / "__init__.py")
-        try:
-            module = _import_portion(sub_dir, folder)
-        except Exception as exc:  # an extension may fail in any way; report it in one line
-            message = f"extension {location} failed to import: {_describe_import_error(exc, folder.resolve())}"
-            if strict:
-                raise ExtensionError(message) from None
-            self.loaded.append(LoadedExtension(f"{sub_dir.parent.name}.{sub_dir.name}", origin, location, error=message))
-            return False
-        if module is None:
-            return False  # shadowed by an earlier portion of the same name
-        classes = _extension_classes(module)
-        for cls in classes:
-            self.add_class(cls, origin, location, strict)
-        if not classes and strict:
-            raise ExtensionError(f"extension {location} defines no TVMExtension subclass")
-        return bool(classes)
+    def add_portion(self, portion: Path, folder: Path, origin: str, owners: Optional[Dict[Path, str]] = None) -> bool:
+        """Import every module and package under ``portion`` (as the TVMC-extension patch's
+        ``pkgutil.walk_packages`` does) and take every extension class they define.
 
-    def add_class(self, cls, origin: str, location: str, strict: bool):
+        A module that fails to import is recorded (a warning); True when a class was found.
+        """
+        found_any = False
+        pending = [e for e in _entries(portion, portion.name) if e[0].split(".")[1] not in RESERVED_NAMES]
+        while pending:
+            name, file, is_package = pending.pop(0)
+            key = file.resolve()
+            if key in self.seen_files:
+                found_any = True
+                continue
+            self.seen_files.add(key)
+            where = (owners or {}).get(key, origin)
+            try:
+                module = _import_file(name, file, is_package, folder)
+            except Exception as exc:  # an extension may fail in any way; report it in one line
+                message = f"extension {file} failed to import: {_describe_import_error(exc, folder.resolve())}"
+                self.loaded.append(LoadedExtension(name, where, str(file), error=message))
+                continue
+            if module is None:
+                continue  # shadowed by an earlier module of the same name
+            for cls in _extension_classes(module):
+                found_any = self.add_class(cls, where, str(file)) or found_any
+            if is_package:
+                pending[:0] = list(_entries(file.parent, name))
+        return found_any
+
+    def add_class(self, cls, origin: str, location: str) -> bool:
         name = f"{cls.__module__}:{cls.__qualname__}"
         if any(e.name == name for e in self.loaded):
-            return
+            return True
         try:
             instance = cls()
             instance.uma_backends()
         except Exception as exc:
             message = f"extension {name} ({location}) failed: {type(exc).__name__}: {exc}"
-            if strict:
-                raise ExtensionError(message) from None
             self.loaded.append(LoadedExtension(name, origin, location, error=message))
-            return
+            return False
         self.loaded.append(LoadedExtension(name, origin, location, instance))
+        return True
 
 
 def _python_path_portions() -> Iterable[Path]:
@@ -180,14 +206,14 @@ def _python_path_portions() -> Iterable[Path]:
             yield Path(entry)
 
 
-def _distribution_of(portion: Path) -> Optional[str]:
-    """'distribution NAME VERSION' when an installed distribution owns this folder."""
+def _installed_owners() -> Dict[Path, str]:
+    """{file of a tvm_extension portion: 'distribution NAME VERSION'} for installed distributions."""
+    owners = {}
     for dist in importlib_metadata.distributions():
         for file in dist.files or []:
-            if file.parts[:1] == (PACKAGE,) and file.name == "__init__.py" and len(file.parts) == 3:
-                if Path(dist.locate_file(file)).parent.parent.resolve() == portion.resolve():
-                    return f"distribution {dist.metadata['Name']} {dist.version}"
-    return None
+            if file.parts[:1] == (PACKAGE,) and file.suffix == ".py":
+                owners[Path(dist.locate_file(file)).resolve()] = f"distribution {dist.metadata['Name']} {dist.version}"
+    return owners
 
 
 def discover(
@@ -215,16 +241,10 @@ def discover(
                 raise
             search.loaded.append(LoadedExtension(str(folder), origin, str(folder), error=str(err)))
     if python_path:
+        owners = None
         for portion in _python_path_portions():
-            subs = [
-                d for d in sorted(portion.iterdir())
-                if d.name not in RESERVED_NAMES and (d / "__init__.py").is_file()
-            ] if portion.is_dir() else []
-            if not subs:
-                continue
-            origin = _distribution_of(portion) or f"python path {portion.parent}"
-            for sub_dir in subs:
-                search.add_portion(sub_dir, portion.parent, origin, strict=False)
+            owners = _installed_owners() if owners is None else owners
+            search.add_portion(portion, portion.parent, f"python path {portion.parent}", owners)
     if entry_points:
         for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
             origin = f"entry point {ep.name} of {ep.dist.name if ep.dist else '?'}"
@@ -235,5 +255,5 @@ def discover(
                 continue
             classes = [target] if isinstance(target, type) else _extension_classes(target)
             for cls in classes:
-                search.add_class(cls, origin, ep.value, strict=False)
+                search.add_class(cls, origin, ep.value)
     return search.loaded

@@ -12,6 +12,7 @@ archive is written atomically (nothing half-written is left on failure).
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -21,10 +22,10 @@ from pathlib import Path
 import tvm
 from tvm import relay
 
-from tvm_extension.uma import C_LIBRARIES, c_library_files
+from tvm_extension import uma
+from tvm_extension.api.resources import data_folder
 
-C_RUNTIME = Path(__file__).resolve().parents[2] / "c_runtime"
-CRT_DIR = C_RUNTIME / "crt"
+CRT_DIR = data_folder(__package__, "c_runtime", "c_runtime") / "crt"
 TVM_ROOT = Path(tvm.__file__).resolve().parent
 TVM_HEADERS = {
     "tvm/runtime/c_runtime_api.h": TVM_ROOT / "include" / "tvm" / "runtime" / "c_runtime_api.h",
@@ -65,18 +66,26 @@ def _load_tvm_exporter(staging: Path):
 
 
 def _add_c_libraries(tree: Path):
-    """Copy each backend C library the generated code includes, once, into codegen/host."""
+    """Copy, once, the C library of each backend the generated code was offloaded to into codegen/host."""
     sources = sorted((tree / "codegen" / "host" / "src").glob("*.c"))
-    text = "\n".join(p.read_text() for p in sources)
-    folders = {folder for header, folder in C_LIBRARIES.items() if f'#include "{header}"' in text}
-    for folder in sorted(folders):
-        for file in c_library_files(folder):
-            kind = "include" if file.suffix == ".h" else "src"
-            target = tree / "codegen" / "host" / kind / file.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.exists():
+    targets = {m for p in sources for m in re.findall(r"^// offloaded to (\S+)$", p.read_text(), re.MULTILINE)}
+    backends = uma.registered_backends()
+    copied = {}
+    for name in sorted(targets):
+        if name not in backends:
+            raise ValueError(f"the generated code was offloaded to '{name}', which is not a registered backend")
+        for relative, file in uma.c_library(backends[name]).items():
+            if copied.get(relative, file) != file:
+                raise ValueError(f"two C libraries provide '{Path(relative).name}': {copied[relative]} and {file}")
+            target = tree / "codegen" / "host" / relative
+            if relative not in copied and target.exists():
                 raise FileExistsError(f"C library file {file.name} clashes with a generated file")
-            shutil.copyfile(file, target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(file, str):
+                target.write_text(file)
+            else:
+                shutil.copyfile(file, target)
+            copied[relative] = file
 
 
 def _tensor_shapes(ty):

@@ -14,7 +14,9 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
-HARNESS = Path(__file__).resolve().parents[2] / "c_runtime" / "host" / "mlf_main.c"
+from tvm_extension.api.resources import data_folder
+
+HARNESS = data_folder(__package__, "c_runtime", "c_runtime") / "host" / "mlf_main.c"
 
 
 class HostBuildError(Exception):

@@ -169,10 +169,11 @@ def _two_phase_main(original_main, builtin, tvmc):
             return 4
         try:
             return original_main(argv)
-        except Exception:  # a backend's code failed inside TVM's build: say which, in one line
-            if not uma.LAST_FAILURE:
+        except Exception as exc:  # a backend's code failed inside TVM's build: say which, in one line
+            failure = uma.backend_failure(exc)
+            if failure is None:
                 raise
-            sys.stderr.write(f"Error: {uma.LAST_FAILURE[0]}\n")
+            sys.stderr.write(f"Error: {failure}\n")
             return 4
 
     return _main

@@ -5,13 +5,8 @@ are replaced by versions that also see every registered UMA backend, whose pipel
 ``backend.partition`` behind the target attributes the user gave.
 """
 import logging
-import re
 import sys
 from typing import Dict, Iterable
-
-import tvm
-from tvm import relay
-from tvm.relay.expr_functor import ExprMutator
 
 from tvm_extension import api, uma
 
@@ -20,32 +15,6 @@ logger = logging.getLogger("TVMC")
 _ENTRIES: Dict[str, dict] = {}
 _loaded_paths = set()
 _implicit_done = False
-
-
-def _rename_partitions(mod: tvm.IRModule, mod_name: str, target_name: str) -> tvm.IRModule:
-    """UMA's partitioner always names functions ``tvmgen_default_*``; follow --module-name."""
-    old = f"tvmgen_default_{target_name}_"
-    new = f"tvmgen_{re.sub(r'[^0-9a-zA-Z_]', '_', mod_name)}_{target_name}_"
-    if old == new:
-        return mod
-    renames = {}
-    for gvar, func in mod.functions.items():
-        if gvar.name_hint.startswith(old):
-            name = new + gvar.name_hint[len(old):]
-            renames[gvar] = (relay.GlobalVar(name), func.with_attr("global_symbol", name))
-    if not renames:
-        return mod
-
-    class _CallRenamed(ExprMutator):
-        def visit_global_var(self, gvar):
-            return renames[gvar][0] if gvar in renames else gvar
-
-    functions = {}
-    for gvar, func in mod.functions.items():
-        if gvar in renames:
-            gvar, func = renames[gvar]
-        functions[gvar] = _CallRenamed().visit(func) if isinstance(func, relay.Function) else func
-    return relay.transform.InferType()(tvm.IRModule(functions, type_definitions=mod.type_definitions))
 
 
 def _pipeline(backend):
@@ -57,13 +26,13 @@ def _pipeline(backend):
         except uma.BackendError as err:
             raise TVMCException(str(err)) from None
         try:
-            mod = backend.partition(mod, params)
+            mod = backend.partition(mod, params, mod_name=mod_name or "default")
         except TVMCException:
             raise
         except Exception as exc:  # the backend's own code: name it and the operator it was on
             raise TVMCException(uma.describe_partition_failure(backend, exc)) from None
         print(backend.offload_report, flush=True)
-        return _rename_partitions(mod, mod_name or "default", backend.target_name)
+        return mod
 
     partition.__name__ = f"partition_for_{backend.target_name}"
     return partition

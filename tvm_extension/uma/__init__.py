@@ -4,10 +4,9 @@ Knows Relay and TIR, nothing of TVMC's command line.
 """
 from .lower import lift_constants_pass, offloaded_functions, status_checked
 from .register import BackendError, configure, register_backend, registered_backends
-from .codegen import C_LIBRARIES, c_library_files
+from .codegen import BackendFailure, backend_failure, c_library
 from .report import OffloadReport, offload_report
 from .partition import describe_partition_failure
-from .codegen import BackendFailure, LAST_FAILURE
 
 __all__ = [
     "BackendError",
@@ -17,11 +16,10 @@ __all__ = [
     "configure",
     "register_backend",
     "registered_backends",
-    "C_LIBRARIES",
-    "c_library_files",
+    "c_library",
     "OffloadReport",
     "offload_report",
     "describe_partition_failure",
     "BackendFailure",
-    "LAST_FAILURE",
+    "backend_failure",
 ]

@@ -5,12 +5,12 @@ the AOT executor uses; the backend's ``includes`` text is put in front.
 
 A backend names its C library by including its header by absolute path (the path of the
 backend's own checkout or installed package).  That must never reach the output, so the
-include is rewritten to the bare file name and the header's folder is remembered as a
-*C library*: its ``.h`` and ``.c`` files are packaged once into the MLF by ``mlf``.
+include is rewritten to the bare file name; ``c_library`` tells the packaging stage which
+files go beside the generated code (``mlf`` copies them once into the MLF).
 """
 import re
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional, Union
 
 import tvm
 from tvm import relay
@@ -19,38 +19,62 @@ from tvm.relay.backend import Executor
 from . import lower
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
-
-# header file name -> folder of the C library it belongs to (filled while compiling)
-C_LIBRARIES: Dict[str, Path] = {}
+_HEADER_SUFFIXES = (".h", ".hpp")
 
 
-def c_library_files(folder: Path) -> List[Path]:
-    """The sources and headers of a C library folder, in a stable order."""
-    return sorted(p for p in folder.iterdir() if p.suffix in (".c", ".h") and p.is_file())
+def _includes_text(backend) -> str:
+    """The text of the backend's ``includes`` hook (upstream's ``_register_codegen``)."""
+    hook = tvm.get_global_func(f"relay.ext.uma.codegen_c_includes_{backend.target_name}", allow_missing=True)
+    return hook() if hook is not None else ""
 
 
-def relocate_includes(includes: str) -> str:
-    """Rewrite absolute includes to bare names and remember their libraries."""
-
-    def rewrite(match):
-        path = Path(match.group(1))
-        if not path.is_absolute():
-            return match.group(0)
+def _absolute_includes(text: str) -> List[Path]:
+    paths = [Path(m) for m in _INCLUDE.findall(text) if Path(m).is_absolute()]
+    for path in paths:
         if not path.is_file():
             raise FileNotFoundError(f"included file {path} does not exist")
-        existing = C_LIBRARIES.get(path.name)
-        if existing is not None and existing != path.parent:
-            raise ValueError(f"two C libraries provide '{path.name}': {existing} and {path.parent}")
-        C_LIBRARIES[path.name] = path.parent
-        return match.group(0).replace(match.group(1), path.name)
-
-    return _INCLUDE.sub(rewrite, includes)
+    return paths
 
 
 def backend_includes(backend) -> str:
-    """The text of the backend's ``includes`` hook (upstream's ``_register_codegen``)."""
-    hook = tvm.get_global_func(f"relay.ext.uma.codegen_c_includes_{backend.target_name}", allow_missing=True)
-    return relocate_includes(hook()) if hook is not None else ""
+    """The backend's includes for one offloaded function's C: absolute includes of headers
+    rewritten to the bare file name, those of sources (upstream's tutorial includes its
+    ``.cc`` kernel) left out: each source is compiled once (``c_library``), and TVM declares
+    the functions the generated code calls."""
+    text = _includes_text(backend)
+    for path in _absolute_includes(text):
+        if path.suffix in _HEADER_SUFFIXES:
+            text = text.replace(f'"{path}"', f'"{path.name}"')
+        else:
+            text = re.sub(rf'^\s*#\s*include\s+"{re.escape(str(path))}".*$',
+                          f"/* {path.name}: compiled once, in {_sources_unit(backend)} */", text, flags=re.MULTILINE)
+    return text
+
+
+def _sources_unit(backend) -> str:
+    return f"{backend.target_name}_sources.c"
+
+
+def c_library(backend) -> Dict[str, Union[Path, str]]:
+    """What an MLF needs beside code offloaded to ``backend``: {"include/NAME" | "src/NAME": file or text}.
+
+    An included header goes to ``include/`` with its folder's other headers, and that folder's
+    ``.c`` sources go to ``src/``.  An included source goes to ``include/``, and one generated
+    unit in ``src/`` includes it, so it is compiled once however many functions call it.
+    """
+    files: Dict[str, Union[Path, str]] = {}
+    sources = []
+    for path in _absolute_includes(_includes_text(backend)):
+        files[f"include/{path.name}"] = path
+        if path.suffix not in _HEADER_SUFFIXES:
+            sources.append(path.name)
+            continue
+        for file in sorted(path.parent.iterdir()):
+            if file.is_file() and file.suffix in _HEADER_SUFFIXES + (".c",):
+                files[f"{'src' if file.suffix == '.c' else 'include'}/{file.name}"] = file
+    if sources:
+        files[f"src/{_sources_unit(backend)}"] = "".join(f'#include "{name}"\n' for name in sources)
+    return files
 
 
 # (backend, target attributes, function structure) -> (symbol, C source): offloaded functions
@@ -62,8 +86,19 @@ class BackendFailure(Exception):
     """A backend's own code raised while TVM was building; ``str`` is one line naming it."""
 
 
-# The last BackendFailure, for front ends that only see TVM's wrapped error.
-LAST_FAILURE = []
+def backend_failure(exc: BaseException) -> Optional[str]:
+    """The one-line message of a BackendFailure inside ``exc`` (TVM wraps exceptions raised in
+    codegen callbacks, keeping the original as the cause or only its text), else None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, BackendFailure):
+            return str(exc)
+        match = re.search(rf"{BackendFailure.__name__}: (.+)", str(exc))
+        if match:
+            return match.group(1).strip()
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _operators(func) -> str:
@@ -83,7 +118,6 @@ def compile_function(backend, func) -> tvm.runtime.Module:
             f"backend '{backend.target_name}' failed to generate code for {func.attrs['global_symbol']} "
             f"({_operators(func)}): {type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
         )
-        LAST_FAILURE[:] = [failure]
         raise failure from exc
 
 

@@ -17,18 +17,18 @@ def _native_uma_available() -> bool:
     return tvm.get_global_func("relay.backend.contrib.uma.RegisterTarget", allow_missing=True) is not None
 
 
-def partition_any(backend, model, params=None, original=None):
+def partition_any(backend, model, params=None, original=None, mod_name="default"):
     """Partition an IRModule, an (IRModule, params) pair or a TVMCModel-like object.
 
-    ``original(backend, mod, params)`` does the partitioning of an IRModule.
+    ``original(backend, mod, params, mod_name)`` does the partitioning of an IRModule.
     """
     if isinstance(model, tvm.IRModule):
-        return original(backend, model, params)
+        return original(backend, model, params, mod_name)
     if isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], tvm.IRModule):
-        return original(backend, model[0], model[1] if params is None else params), {}
+        return original(backend, model[0], model[1] if params is None else params, mod_name), {}
     if isinstance(getattr(model, "mod", None), tvm.IRModule) and hasattr(model, "params"):
         partitioned = copy.copy(model)
-        partitioned.mod = original(backend, model.mod, model.params if params is None else params)
+        partitioned.mod = original(backend, model.mod, model.params if params is None else params, mod_name)
         partitioned.params = {}  # bound into the module by partitioning
         return partitioned
     raise TypeError(
@@ -43,9 +43,10 @@ def install(uma_backend_module):
         return
     from .partition import partition as partition_module  # pylint: disable=import-outside-toplevel
 
-    def partition(self, mod, params=None):
-        """Partition ``mod`` (an IRModule, an (IRModule, params) pair or a TVMCModel) for this backend."""
-        return partition_any(self, mod, params, partition_module)
+    def partition(self, mod, params=None, mod_name="default"):
+        """Partition ``mod`` (an IRModule, an (IRModule, params) pair or a TVMCModel) for this backend;
+        offloaded functions are named after ``mod_name`` as ``relay.build`` names the rest."""
+        return partition_any(self, mod, params, partition_module, mod_name)
 
     cls.partition = partition
     if not _native_uma_available():

@@ -9,6 +9,7 @@ PartitionGraph re-infers the types of the whole module once per region, which on
 79-conv network cost longer than the rest of the partitioning together.
 """
 import itertools
+import re
 
 import tvm
 from tvm import relay
@@ -16,6 +17,7 @@ from tvm.relay.build_module import bind_params_by_name
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.expr_functor import ExprMutator
 
+from . import lower  # not its names: lower imports UMA, whose import installs this module
 from .report import offload_report
 
 
@@ -51,13 +53,17 @@ def _passes(partitioner, phase):
     return [p for ph, p in partitioner._relay_passes if ph == phase]
 
 
+def _c_identifier(name: str) -> str:
+    return re.sub(r"[^0-9a-zA-Z_]", "_", name)
+
+
 class _OutlineComposites(ExprMutator):
     """Each call of a ``Composite="<target>.*"`` function becomes a call of a new global function."""
 
     def __init__(self, mod, target_name, mod_name):
         super().__init__()
         self.mod, self.target_name = mod, target_name
-        self.prefix = f"tvmgen_{mod_name}_{target_name}_main_"
+        self.prefix = f"tvmgen_{_c_identifier(mod_name)}_{target_name}_main_"
         self.counter = itertools.count()
 
     def visit_call(self, call):
@@ -73,7 +79,9 @@ class _OutlineComposites(ExprMutator):
         body = relay.bind(func.body, dict(zip(func.params, params)))  # the composite, inlined
         outlined = relay.Function(params, body, call.checked_type)
         name = f"{self.prefix}{index}"
-        for key, value in (("Primitive", 1), ("Inline", 1), ("Compiler", self.target_name), ("global_symbol", name)):
+        attrs = (("Primitive", 1), ("Inline", 1), ("Compiler", self.target_name), ("global_symbol", name),
+                 ("Pattern", str(func.attrs["Composite"])))  # TIR passes read it from relay_attrs
+        for key, value in attrs:
             outlined = outlined.with_attr(key, value)
         gvar = relay.GlobalVar(name)
         self.mod[gvar] = outlined
@@ -87,25 +95,31 @@ def outline_composites(mod: tvm.IRModule, target_name: str, mod_name: str = "def
     return relay.transform.InferType()(mod)
 
 
-def partition(backend, mod: tvm.IRModule, params=None) -> tvm.IRModule:
-    """The phases of upstream's UMAPartitioner.partition (see the module docstring)."""
+def partition(backend, mod: tvm.IRModule, params=None, mod_name: str = "default") -> tvm.IRModule:
+    """The phases of upstream's UMAPartitioner.partition (see the module docstring).
+
+    The framework's own passes run around the backend's: type inference first (pattern
+    predicates look at types), and the weights of offloaded functions lifted into parameters
+    last.  Offloaded functions are named ``tvmgen_<mod_name>_<target>_main_<n>``.
+    """
     partitioner = backend._relay_to_relay
     if params:
         mod["main"] = bind_params_by_name(mod["main"], params)
-    first = _passes(partitioner, PassPhase.PRE_PARTITIONING)
+    first = [relay.transform.InferType()] + _passes(partitioner, PassPhase.PRE_PARTITIONING)
     first.append(relay.transform.MergeComposite(_pattern_table(partitioner)))
     if partitioner.merge_compiler_regions:
         first += [
             relay.transform.AnnotateTarget(backend.target_name),
             relay.transform.MergeCompilerRegions(),
-            relay.transform.PartitionGraph(),
+            relay.transform.PartitionGraph(mod_name),
         ]
         mod = tvm.transform.Sequential(first)(mod)
     else:
         mod = tvm.transform.Sequential(first)(mod)
-        mod = outline_composites(mod, backend.target_name)
+        mod = outline_composites(mod, backend.target_name, mod_name)
     backend.offload_report = offload_report(backend, mod)
     mod = tvm.transform.Sequential(_passes(partitioner, PassPhase.POST_PARTITIONING_0))(mod)
     for gvar, func in mod.functions.items():
         mod.update_func(gvar, relay.transform.Defunctionalization(func, mod))
-    return tvm.transform.Sequential(_passes(partitioner, PassPhase.POST_PARTITIONING_1))(mod)
+    last = _passes(partitioner, PassPhase.POST_PARTITIONING_1) + [lower.lift_constants_pass(backend.target_name)]
+    return tvm.transform.Sequential(last)(mod)

@@ -6,17 +6,15 @@ this TVM build, so a backend becomes a classic BYOC external codegen instead:
 * its patterns form the pattern table of its target name (for ``partition``);
 * its operator strategies are registered as upstream does;
 * ``relay.ext.<target_name>`` lowers each offloaded function and prints C for it;
-* a pass lifting weights out of offloaded functions runs right after partitioning.
+* partitioning (``partition``) adds the framework's passes around the backend's own.
 """
 from typing import Any, Dict
 
 import tvm
-from tvm import relay
-from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.op.contrib.register import register_pattern_table
 from tvm.relay.op.op import register_strategy
 
-from . import codegen, lower
+from . import codegen
 
 _REGISTERED: Dict[str, Any] = {}
 
@@ -50,11 +48,8 @@ def register_backend(backend) -> Any:
         if default is None:
             raise BackendError(f"target '{name}': attribute '{attr}' has no default (None is not supported)")
 
-    partitioner = backend._relay_to_relay
-    # Pattern predicates look at types: make them available before MergeComposite.
-    partitioner._relay_passes.insert(0, (PassPhase.PRE_PARTITIONING, relay.transform.InferType()))
-    register_pattern_table(name, partitioner._pattern_table)
-    partitioner._relay_passes.append((PassPhase.POST_PARTITIONING_1, lower.lift_constants_pass(name)))
+    # The backend's own objects are only read: what the framework adds runs in ``partition``.
+    register_pattern_table(name, backend._relay_to_relay._pattern_table)
     for op, strategy, plevel in backend._relay_to_tir._operator_strategies:
         register_strategy(op, strategy, plevel)
     tvm._ffi.register_func(
