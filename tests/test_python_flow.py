@@ -75,4 +75,28 @@ def test_tvmc_run_on_host(tmp_path):
     from onnx.reference import ReferenceEvaluator
 
     expected = ReferenceEvaluator(str(MODELS / "cnn.onnx")).run(None, inputs)[0]
-    assert_close(np.load(tmp_path / "out.npz")["output"], expected, what="tvmc run")
+    assert_close(np.load(tmp_path / "out.npz")["output_0"], expected, what="tvmc run")  # keyed as tvmc keys it
+    done = run_tvmc("run", out, "--device", "cpu", "--inputs", tmp_path / "in.npz", "--print-top", "3")
+    assert done.returncode == 0, done.stderr
+    top = np.argsort(expected.ravel())[::-1][:3]
+    labels = done.stdout.strip().split("]")[0].strip("[ \n").split()  # tvmc prints [[labels] [values]]
+    assert [int(float(x)) for x in labels] == list(top), done.stdout
+
+
+def test_registration_leaves_the_backend_unchanged():
+    """Registering adds nothing to a backend's own pass lists: two instances stay alike."""
+    script = textwrap.dedent("""
+        from uma_vanilla import VanillaAcceleratorBackend
+
+        def passes(backend):
+            return ([(phase, getattr(p, "info", p).name if hasattr(p, "info") else type(p).__name__)
+                     for phase, p in backend._relay_to_relay._relay_passes],
+                    len(backend._relay_to_tir._tir_passes), len(backend._relay_to_relay._patterns))
+
+        registered, fresh = VanillaAcceleratorBackend(), VanillaAcceleratorBackend()
+        before = passes(registered)
+        registered.register()
+        print(passes(registered) == before == passes(fresh), len(before[0]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "5"], done.stdout + done.stderr

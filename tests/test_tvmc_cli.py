@@ -138,3 +138,66 @@ def test_merged_codegen_registry():
     env = dict(os.environ, TVM_EXTENSION_PATH=str(VANILLA_EXT))
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert done.stdout.split() == ["True", "True", "partition_for_vanilla_accelerator"], done.stderr
+
+
+def test_config_file_gets_the_embedded_defaults(tmp_path):
+    """A --config JSON naming an extension target is completed as the command line is."""
+    import json
+
+    import numpy as np
+
+    from make_input import random_inputs
+    from tvm_extension.mlf import build
+
+    config = tmp_path / "vanilla.json"
+    config.write_text(json.dumps({"targets": [{"kind": "vanilla_accelerator"}], "output_format": "mlf"}))
+    out = tmp_path / "o.tar"
+    done = run_tvmc("--config", config, "compile", *EXT, CNN, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert kernel_calls(out) == 3
+    inputs = random_inputs(CNN, seed=1)
+    got = build(out, tmp_path / "b").run(inputs)[0]["output"]  # an AOT, C-interface MLF: it builds and runs
+    from conftest import onnx_reference
+
+    np.testing.assert_allclose(got, onnx_reference(CNN, inputs)[0], rtol=1e-4, atol=1e-5)
+    # What the config sets explicitly is the user's choice, and refused when it cannot work.
+    config.write_text(json.dumps({"targets": [{"kind": "vanilla_accelerator"}], "output_format": "mlf",
+                                  "executor": {"kind": "graph"}}))
+    done = run_tvmc("--config", config, "compile", *EXT, CNN, "-o", tmp_path / "g.tar")
+    assert_one_line_error(done, "AOT executor with the unpacked API")
+
+
+def test_verbose_logs_discovery_defaults_and_stages(tmp_path):
+    done = run_tvmc("-v", "compile", "--target", "vanilla_accelerator", *EXT, CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert done.returncode == 0, done.stderr
+    log = done.stdout
+    assert f"extension tvm_extension.vanilla:VanillaExtension from path {VANILLA_EXT}: target vanilla_accelerator" in log
+    assert "embedded defaults for vanilla_accelerator: --executor aot" in log
+    for stage in ("loading extensions", "partitioning for vanilla_accelerator", "packaging MLF", "compiling"):
+        assert f"INFO:tvm_extension:{stage}: " in log and " s\n" in log, stage
+    assert "TIR of" not in log
+    done = run_tvmc("-vv", "compile", "--target", "vanilla_accelerator", *EXT, CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert "TIR of tvmgen_default_vanilla_accelerator_main_0 after vanilla_accelerator's passes" in done.stdout
+    assert "T.call_extern(\"int32\", \"vanilla_conv2dnchw_general\"" in done.stdout
+    plain = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    assert "tvm_extension" not in plain.stdout
+
+
+def test_long_stage_shows_on_a_terminal(monkeypatch):
+    import io
+    import time
+
+    from tvm_extension.api import stages
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr(stages, "SHOW_AFTER", 0.1)
+    with stages.stage("partitioning for slow_npu"):
+        time.sleep(1.2)
+    time.sleep(0.8)
+    assert "partitioning for slow_npu (1 s)" in terminal.getvalue() or "partitioning for slow_npu (0 s)" in terminal.getvalue()
+    assert terminal.getvalue().endswith("\r\x1b[K")  # the line is cleared when nothing runs

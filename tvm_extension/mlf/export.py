@@ -23,6 +23,7 @@ import tvm
 from tvm import relay
 
 from tvm_extension import uma
+from tvm_extension.api import stages
 from tvm_extension.api.resources import data_folder
 
 CRT_DIR = data_folder(__package__, "c_runtime", "c_runtime") / "crt"
@@ -110,7 +111,7 @@ def export_model_library_format(mods, file_name):
     """Drop-in for ``tvm.micro.export_model_library_format`` (graph and AOT modules)."""
     file_name = Path(file_name)
     modules = mods if isinstance(mods, list) else [mods]
-    with tempfile.TemporaryDirectory(prefix="mlf-") as work:
+    with stages.stage("packaging MLF"), tempfile.TemporaryDirectory(prefix="mlf-") as work:
         work = Path(work)
         exporter = _load_tvm_exporter(work)
         tree = work / "tree"

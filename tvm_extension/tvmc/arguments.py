@@ -3,51 +3,35 @@
 * Two-phase parsing: ``--experimental-tvm-extension PATH`` is taken out of ``argv`` and
   the extensions are loaded *before* TVMC builds its parsers, so extension targets and
   their ``--target-<name>-<attr>`` options exist when ``--target`` is parsed.
-* Embedded defaults: compiling an extension target to MLF without executor/runtime
-  options gets AOT with the C interface and unpacked API (statically planned memory), the
-  CRT runtime and no vectorisation; whatever the user passes wins, except what cannot
-  work: offloaded functions are plain C functions, so only the AOT executor with the
-  unpacked API and the MLF output can call them.
+* Embedded defaults, on the parsed arguments (so a ``--config`` file counts like the
+  command line): compiling an extension target to MLF without executor/runtime options
+  gets AOT with the C interface and unpacked API (statically planned memory), the CRT
+  runtime and no vectorisation; whatever the user passes wins, except what cannot work:
+  offloaded functions are plain C functions, so only the AOT executor with the unpacked
+  API and the MLF output can call them.
 * Target strings: unknown names fail in one line, and a string naming only extension
   targets gets TVM's ``c`` target appended (``vanilla_accelerator`` -> ``vanilla_accelerator,c``).
 """
+import argparse
 from typing import List, Sequence, Tuple
 
 EXTENSION_FLAGS = ("--experimental-tvm-extension", "--experimental-tvmc-extension")  # the second: MLonMCU
 HOST_TARGET = "c"
 
 
-def split_extension_args(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
-    """(argv without extension flags, the extension paths in order)."""
-    rest, paths = [], []
-    args = iter(argv)
-    for arg in args:
-        flag, eq, value = arg.partition("=")
-        if flag in EXTENSION_FLAGS:
-            if not eq:
-                value = next(args, None)
-                if value is None:
-                    raise ValueError(f"{flag} expects a folder holding a tvm_extension package")
-            paths.append(value)
-        else:
-            rest.append(arg)
-    return rest, paths
-
-
-def _option_value(argv: Sequence[str], *names: str):
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if name.startswith("--") and arg.startswith(name + "="):
-                return arg[len(name) + 1:]
-            if not name.startswith("--") and arg.startswith(name) and len(arg) > len(name):
-                return arg[len(name):]
-    return None
-
-
-def _has_option(argv: Sequence[str], prefix: str) -> bool:
-    return any(arg == prefix or arg.startswith(prefix + "=") or arg.startswith(prefix + "-") for arg in argv)
+def split_early_args(argv: Sequence[str]) -> Tuple[List[str], List[str], int]:
+    """(argv without extension flags, the extension paths in order, the -v count): what must be
+    known before TVMC builds its parsers.  ``-v`` stays in argv for TVMC."""
+    flags = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    flags.add_argument(*EXTENSION_FLAGS, dest="paths", action="append", default=[])
+    verbosity = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    verbosity.add_argument("-v", "--verbose", action="count", default=0)
+    try:
+        early, rest = flags.parse_known_args(argv)
+        verbose = verbosity.parse_known_args(argv)[0].verbose
+    except argparse.ArgumentError:
+        raise ValueError(f"{EXTENSION_FLAGS[0]} expects a folder holding a tvm_extension package") from None
+    return rest, early.paths, verbose
 
 
 def target_names(target: str) -> List[str]:
@@ -56,41 +40,49 @@ def target_names(target: str) -> List[str]:
     return [t["name"] for t in parse_target(target)]
 
 
-def with_embedded_defaults(argv: List[str], extension_targets: Sequence[str]) -> List[str]:
-    """Add what an embedded MLF build needs when the user compiles an extension target to MLF."""
-    if "compile" not in argv:
-        return argv
-    target = _option_value(argv, "--target")
-    output_format = _option_value(argv, "--output-format", "-f")
-    if not target:
-        return argv
+# TVMC's defaults for options an extension target decides differently; the compile parser's
+# default becomes None (unless --config sets them), so "not given" can be told from "given".
+DEFERRED_DEFAULTS = {"executor": "graph", "runtime": "cpp"}
+
+
+def defer_defaults(compile_parser, config_values):
+    from_config = {key for entry in config_values for key in entry}
+    for action in compile_parser._actions:
+        if action.dest in DEFERRED_DEFAULTS and action.dest not in from_config:
+            action.default = None
+
+
+def apply_embedded_defaults(args, extension_targets: Sequence[str]) -> List[str]:
+    """Complete parsed ``tvmc compile`` arguments (command line and --config alike) with what an
+    embedded MLF build needs when an extension target is compiled; returns the options applied."""
     try:
-        names = target_names(target)
+        names = target_names(args.target) if isinstance(args.target, str) else []
     except ValueError:
-        return argv
+        names = []  # TVMC reports malformed target strings itself
     if not any(n in extension_targets for n in names):
-        return argv
-    if output_format != "mlf":
+        for dest, default in DEFERRED_DEFAULTS.items():
+            if getattr(args, dest, None) is None:
+                setattr(args, dest, default)
+        return []
+    if args.output_format != "mlf":
         raise ValueError("extension targets compile to Model Library Format: add -f mlf")
-    executor = _option_value(argv, "--executor")
-    unpacked = _option_value(argv, "--executor-aot-unpacked-api")
-    if executor not in (None, "aot") or (unpacked is not None and unpacked.lower() in ("0", "false")):
+    unpacked = getattr(args, "executor_aot_unpacked_api", None)
+    if args.executor not in (None, "aot") or (unpacked is not None and str(unpacked).lower() in ("0", "false")):
         raise ValueError(
             "extension targets need the AOT executor with the unpacked API: "
             "drop --executor/--executor-aot-unpacked-api or use --executor aot --executor-aot-unpacked-api 1"
         )
-    extra = [] if executor else ["--executor=aot"]
-    if not _has_option(argv, "--executor-aot-interface-api"):
-        extra += ["--executor-aot-interface-api=c"]
-    if unpacked is None:
-        extra += ["--executor-aot-unpacked-api=1"]
-    if not _has_option(argv, "--runtime"):
-        extra += ["--runtime=crt"]
-    configs = " ".join(a for a in argv if a.startswith("tir.") or a.startswith("--pass-config="))
-    if "tir.disable_vectorize" not in configs:
-        extra += ["--pass-config=tir.disable_vectorize=1"]
-    at = argv.index("compile") + 1
-    return argv[:at] + extra + argv[at:]
+    applied = []
+    for dest, value in (("executor", "aot"), ("executor_aot_interface_api", "c"),
+                        ("executor_aot_unpacked_api", 1), ("runtime", "crt")):
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, value)
+            applied.append(f"--{dest.replace('_', '-')} {value}")
+    configs = list(args.pass_config or [])
+    if not any(c.split("=")[0].strip() == "tir.disable_vectorize" for c in configs):
+        args.pass_config = configs + ["tir.disable_vectorize=1"]
+        applied.append("--pass-config tir.disable_vectorize=1")
+    return applied
 
 
 def complete_target(target: str, tvm_kinds: Sequence[str], codegens: Sequence[str], extensions: Sequence[str]) -> str:

@@ -12,9 +12,11 @@ Nothing in TVM's files changes; the functions TVMC looks up at call time are wra
 * ``frontends.OnnxFrontend.load``: QLinearConv imported as QDQ (``onnx_qlinear``).
 """
 import functools
+import logging
 import sys
 
 from tvm_extension import api, uma
+from tvm_extension.api import stages
 from tvm_extension.mlf.export import export_model_library_format
 
 from . import arguments, onnx_qlinear, registry
@@ -87,7 +89,7 @@ def install(tvmc):
     from tvm.driver.tvmc import frontends
 
     onnx_qlinear.install(frontends)
-    main.register_parser(_document_extension_flag)
+    main.register_parser(_extend_parsers)
     main._main = _two_phase_main(main._main, builtin, tvmc)
 
 
@@ -136,7 +138,9 @@ def _run_mlf_on_host(original_run, tvmc):
                 raise tvmc.TVMCException(str(err)) from None
         from tvm.runtime.module import BenchmarkResult  # pylint: disable=import-outside-toplevel
 
-        return tvmc.TVMCResult(outputs, BenchmarkResult(times))
+        # Keyed as tvmc's own runner keys them (--print-top and -o out.npz read "output_0"...).
+        keyed = {f"output_{i}": value for i, value in enumerate(outputs.values())}
+        return tvmc.TVMCResult(keyed, BenchmarkResult(times))
 
     return run_module
 
@@ -147,23 +151,51 @@ def _is_file_or_json(target_module, text):
     return os.path.isfile(text) or target_module.is_inline_json(text)
 
 
-def _document_extension_flag(subparsers, main_parser, _json_params):
-    """Show the extension flag in ``tvmc --help`` and ``tvmc compile --help`` (it is parsed earlier)."""
+def _extend_parsers(subparsers, main_parser, config_values):
+    """Runs after TVMC's own parsers are built: show the extension flag in ``--help`` (it is
+    parsed earlier), and let ``compile`` complete its parsed arguments for extension targets."""
     help_text = (
         "folder holding a tvm_extension package to load UMA backends from (repeatable; "
         f"also from ${api.ENV_VAR}, PYTHONPATH and installed packages)"
     )
     for parser in [main_parser] + [p for n, p in subparsers.choices.items() if n in ("compile", "tune")]:
         parser.add_argument(*arguments.EXTENSION_FLAGS, metavar="PATH", action="append", help=help_text)
+    compile_parser = subparsers.choices["compile"]
+    arguments.defer_defaults(compile_parser, config_values)
+    compile_parser.set_defaults(func=_drive_compile(compile_parser.get_default("func")))
+
+
+def _drive_compile(original):
+    from tvm.driver.tvmc import TVMCException  # pylint: disable=import-outside-toplevel
+
+    @functools.wraps(original)
+    def drive_compile(args):
+        try:
+            applied = arguments.apply_embedded_defaults(args, list(registry.extension_codegens()))
+        except ValueError as err:
+            raise TVMCException(str(err)) from None
+        if applied:
+            stages.logger.info("embedded defaults for %s: %s", args.target, ", ".join(applied))
+        with stages.stage("compiling"):
+            return original(args)
+
+    return drive_compile
+
+
+def _log_to_tvmc_logger(verbose: int):
+    """-v logs discovery, the defaults applied and each stage with its time; -vv each offloaded
+    function and its TIR after the backend's passes."""
+    logging.basicConfig(stream=sys.stdout)  # what tvmc's main does, a little earlier
+    stages.logger.setLevel(30 - min(verbose, 2) * 10)
 
 
 def _two_phase_main(original_main, builtin, tvmc):
     @functools.wraps(original_main)
     def _main(argv):
         try:
-            argv, paths = arguments.split_extension_args(argv)
+            argv, paths, verbose = arguments.split_early_args(argv)
+            _log_to_tvmc_logger(verbose)
             registry.load_extensions(paths, builtin)
-            argv = arguments.with_embedded_defaults(argv, list(registry.extension_codegens()))
         except (ValueError, api.ExtensionError, uma.BackendError) as err:
             sys.stderr.write(f"Error: {err}\n")
             return 4

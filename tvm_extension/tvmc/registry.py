@@ -4,13 +4,11 @@ TVMC looks codegens up through ``get_codegen_names`` / ``get_codegen_by_target``
 are replaced by versions that also see every registered UMA backend, whose pipeline is
 ``backend.partition`` behind the target attributes the user gave.
 """
-import logging
 import sys
 from typing import Dict, Iterable
 
 from tvm_extension import api, uma
-
-logger = logging.getLogger("TVMC")
+from tvm_extension.api import stages
 
 _ENTRIES: Dict[str, dict] = {}
 _loaded_paths = set()
@@ -26,7 +24,8 @@ def _pipeline(backend):
         except uma.BackendError as err:
             raise TVMCException(str(err)) from None
         try:
-            mod = backend.partition(mod, params, mod_name=mod_name or "default")
+            with stages.stage(f"partitioning for {backend.target_name}"):
+                mod = backend.partition(mod, params, mod_name=mod_name or "default")
         except TVMCException:
             raise
         except Exception as exc:  # the backend's own code: name it and the operator it was on
@@ -64,14 +63,18 @@ def load_extensions(paths: Iterable[str] = (), builtin_names: Iterable[str] = ()
     new_paths = [p for p in paths if p not in _loaded_paths]
     if not new_paths and _implicit_done:
         return
-    found = api.discover(new_paths, python_path=not _implicit_done, entry_points=not _implicit_done)
+    with stages.stage("loading extensions"):
+        found = api.discover(new_paths, python_path=not _implicit_done, entry_points=not _implicit_done)
     _loaded_paths.update(new_paths)
     _implicit_done = True
     for extension in found:
         if extension.error:
             sys.stderr.write(f"Warning: {extension.error} (skipped)\n")
             continue
-        for backend in extension.backends():
+        backends = extension.backends()
+        stages.logger.info("extension %s from %s: %s", extension.name, extension.origin,
+                           ", ".join(f"target {b.target_name}" for b in backends) or "no backends")
+        for backend in backends:
             try:
                 add_backend(backend, builtin_names)
             except uma.BackendError as err:

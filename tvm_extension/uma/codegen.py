@@ -8,6 +8,7 @@ backend's own checkout or installed package).  That must never reach the output,
 include is rewritten to the bare file name; ``c_library`` tells the packaging stage which
 files go beside the generated code (``mlf`` copies them once into the MLF).
 """
+import logging
 import re
 from pathlib import Path
 from typing import Dict, List, Optional, Union
@@ -15,6 +16,8 @@ from typing import Dict, List, Optional, Union
 import tvm
 from tvm import relay
 from tvm.relay.backend import Executor
+
+from tvm_extension.api import stages
 
 from . import lower
 
@@ -127,7 +130,8 @@ def _compile_function(backend, func) -> tvm.runtime.Module:
     # Everything but the name: attributes may carry parameters (e.g. quantization).
     key = (id(backend), attrs, tvm.ir.structural_hash(func.with_attr("global_symbol", "")))
     if key not in _SOURCES:
-        _SOURCES[key] = (symbol, _print_c(backend, func))
+        with stages.stage(f"generating code for {symbol}", logging.DEBUG):
+            _SOURCES[key] = (symbol, _print_c(backend, func))
     cached_symbol, source = _SOURCES[key]
     source = re.sub(rf"\b{re.escape(cached_symbol)}\b", symbol, source)
     create = tvm.get_global_func("runtime.CSourceModuleCreate")
@@ -150,5 +154,9 @@ def _print_c(backend, func) -> str:
         required_pass=outer.required_pass,
         disabled_pass=outer.disabled_pass,
     ):
+        if stages.logger.isEnabledFor(logging.DEBUG):  # tvmc -vv: the loops around the kernel calls
+            (gvar,) = ir_mod.get_global_vars()
+            stages.logger.debug("TIR of %s after %s's passes:\n%s", gvar.name_hint, backend.target_name,
+                                tvm.lower(ir_mod)[gvar].script())
         built = tvm.build(ir_mod, target="c")
     return f"// offloaded to {backend.target_name}\n{backend_includes(backend)}\n{built.get_source()}"
