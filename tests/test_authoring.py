@@ -23,19 +23,22 @@ def tvm_extension_cli(*args, cwd=None, env=None):
                           text=True, env=dict(os.environ, **(env or {})))
 
 
-def pip(*args):
+def pip(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *map(str, args)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, cwd=cwd)
 
 
 def test_scaffold_install_test_compile_run(tmp_path):
-    done = tvm_extension_cli("new", "probe_npu", "--directory", tmp_path)
+    done = tvm_extension_cli("new", "probe_npu", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     project = tmp_path / "probe_npu"
     assert (project / "tvm_extension" / "probe_npu" / "__init__.py").is_file()
     for module in ("backend", "patterns", "passes", "codegen", "strategies"):
         assert (project / "probe_npu" / f"{module}.py").is_file()
-    installed = pip("install", project)
+    # The command it prints works as printed (a bare "probe_npu" would be looked up on PyPI).
+    command = done.stdout.splitlines()[1].split("#")[0].split()
+    assert command == ["pip", "install", "./probe_npu"], done.stdout
+    installed = pip(*command[1:], cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr[-2000:]
     try:
         # Its own tests pass, straight after generation.
@@ -54,6 +57,24 @@ def test_scaffold_install_test_compile_run(tmp_path):
         assert "from: distribution tvm-extension-probe-npu 0.1.0" in listing.stdout
     finally:
         pip("uninstall", "-y", "tvm-extension-probe-npu")
+
+
+def test_scaffold_editable_install_sees_edits(tmp_path):
+    assert tvm_extension_cli("new", "probe_edit", cwd=tmp_path).returncode == 0
+    installed = pip("install", "-e", "./probe_edit", cwd=tmp_path)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    try:
+        patterns = tmp_path / "probe_edit" / "probe_edit" / "patterns.py"
+        # An edit to the backend (take 3x3 kernels only) shows in the next compile, without reinstalling.
+        patterns.write_text(patterns.read_text().replace(
+            "    return None\n", "    return None if kh == 3 else 'edited: 3x3 only'\n"))
+        out = tmp_path / "cnn.tar"
+        done = run_tvmc("compile", "--target", "probe_edit", CNN, "-f", "mlf", "-o", out, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "edited: 3x3 only x1" in done.stdout
+        assert kernel_calls(out, "probe_edit_conv2d") == 2
+    finally:
+        pip("uninstall", "-y", "tvm-extension-probe-edit")
 
 
 @pytest.mark.parametrize("name,message", [

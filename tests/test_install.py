@@ -1,0 +1,56 @@
+"""A non-editable install of this project works without the repository.
+
+The wheel is built and installed (within the pins of requirements.lock) into a new virtual
+environment whose other packages are this environment's (a .pth file points at them, so TVM
+is not installed twice); then the README's example runs from a folder outside the checkout.
+"""
+import site
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+from conftest import MODELS, ROOT, onnx_reference
+from make_input import random_inputs
+
+
+def run(*command, cwd=None):
+    done = subprocess.run([str(c) for c in command], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return done.stdout
+
+
+def test_wheel_runs_the_readme_example_without_the_repository(tmp_path):
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp_path / "dist", ROOT)
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", venv)
+    python = venv / "bin" / "python"
+    (packages,) = Path(run(python, "-c", "import site; print(site.getsitepackages()[0])").strip()),
+    (packages / "pinned_packages.pth").write_text(site.getsitepackages()[0] + "\n")
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", ROOT / "requirements.lock", wheel)
+    # C sources ship inside the packages that use them, not as a top-level module.
+    assert not (packages / "c_runtime").exists()
+    assert (packages / "uma_vanilla" / "c" / "vanilla_accelerator.c").is_file()
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    examples = run(python, "-m", "tvm_extension", "examples", cwd=work).strip()
+    assert examples.startswith(str(packages))
+    model = work / "cnn.onnx"
+    model.write_bytes((MODELS / "cnn.onnx").read_bytes())
+    out = run(python, "-m", "tvm.driver.tvmc", "compile", "--target", "vanilla_accelerator",
+              "--experimental-tvm-extension", examples, model, "-f", "mlf", "-o", work / "out.tar", cwd=work)
+    assert "[vanilla_accelerator] offloaded: nn.conv2d x3" in out
+    with tarfile.open(work / "out.tar") as archive:
+        names = archive.getnames()
+        text = "".join(archive.extractfile(m).read().decode() for m in archive.getmembers()
+                       if m.isfile() and m.name.endswith((".c", ".h")))
+    assert "./codegen/host/src/vanilla_accelerator.c" in names and str(ROOT) not in text
+    inputs = random_inputs(model, seed=3)
+    np.savez(work / "in.npz", **inputs)
+    run(python, "-m", "tvm_extension.mlf", "run", work / "out.tar", "-i", work / "in.npz", "-o", work / "o.npz", cwd=work)
+    got = np.load(work / "o.npz")["output"]
+    np.testing.assert_allclose(got, onnx_reference(model, inputs)[0], rtol=1e-4, atol=1e-5)
