@@ -24,14 +24,16 @@ from tvm_extension.mlf import build
 from uma_qvanilla import quantization
 
 
-def compile_and_compare(tmp_path, model, framework_reference, seed=0, integer_graph=False):
+def compile_and_compare(tmp_path, model, framework_reference, offloads, seed=0, integer_graph=False):
+    """Compile for QVanilla; ``offloads`` convs must be offloaded, and the outputs bit-exact with TVM's CPU build."""
     out = tmp_path / "model.tar"
     done = run_tvmc("compile", "--target", "qvanilla", "--experimental-tvm-extension", VANILLA_EXT, model,
                     "-f", "mlf", "-o", out)
     assert done.returncode == 0, done.stderr[-3000:]
     report = re.search(r"\[qvanilla\] offloaded: (.*) in (\d+) functions", done.stdout)
+    assert report, done.stdout
     offloaded = int(report.group(2))
-    assert offloaded >= 1, done.stdout
+    assert offloaded == offloads, done.stdout
     assert kernel_calls(out, "qvanilla_conv2d_nhwc_s8") == offloaded
     assert not any("for (" in t for t in mlf_sources(out).values() if "// offloaded to qvanilla" in t)
 
@@ -45,6 +47,7 @@ def compile_and_compare(tmp_path, model, framework_reference, seed=0, integer_gr
     got = list(program.run(inputs)[0].values())
     tvm_cpu = tvm_cpu_reference(model, inputs, integer_graph)
     framework = framework_reference(model, inputs)
+    assert len(got) == len(tvm_cpu) == len(framework) >= 1
     for g, t, f in zip(got, tvm_cpu, framework):
         assert g.dtype == t.dtype and np.array_equal(g, t), "not bit-exact with TVM's CPU build"
         ours, theirs = (float(np.max(np.abs(x.astype(np.float64) - f.astype(np.float64)))) for x in (g, t))
@@ -53,9 +56,9 @@ def compile_and_compare(tmp_path, model, framework_reference, seed=0, integer_gr
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("name", ["kws_dscnn_int8", "kws_on_off_int8"])
-def test_real_int8_networks(tmp_path, name):
-    compile_and_compare(tmp_path, fetch(name), tflite_reference)
+@pytest.mark.parametrize("name, offloads", [("kws_dscnn_int8", 5), ("kws_on_off_int8", 55)])  # all but depthwise
+def test_real_int8_networks(tmp_path, name, offloads):
+    compile_and_compare(tmp_path, fetch(name), tflite_reference, offloads)
 
 
 def qdq_model(path, per_channel, relu, seed=0):
@@ -96,7 +99,7 @@ def test_onnx_qdq(tmp_path, per_channel, relu):
     model = qdq_model(tmp_path / "qdq.onnx", per_channel, relu)
     # TVM's CPU reference is the integer graph FakeQuantizationToInteger makes of the QDQ model
     # (run as float, a QDQ graph rounds ties as ONNX Runtime does, to even).
-    assert compile_and_compare(tmp_path, model, onnxruntime_reference, integer_graph=True) == 1
+    compile_and_compare(tmp_path, model, onnxruntime_reference, 1, integer_graph=True)
 
 
 def qlinear_conv_model(path, per_channel, seed=0):
@@ -125,7 +128,7 @@ def qlinear_conv_model(path, per_channel, seed=0):
 @pytest.mark.parametrize("per_channel", [False, True], ids=["per-tensor", "per-channel"])
 def test_onnx_qlinear_conv(tmp_path, per_channel):
     model = qlinear_conv_model(tmp_path / "qlinear.onnx", per_channel)
-    assert compile_and_compare(tmp_path, model, onnxruntime_reference, integer_graph=True) == 1
+    compile_and_compare(tmp_path, model, onnxruntime_reference, 1, integer_graph=True)
 
 
 MAKE_TFLITE = textwrap.dedent("""
@@ -161,7 +164,7 @@ def test_tflite_int8_relu_relu6(tmp_path, scales):
     model = tmp_path / "model.tflite"
     done = subprocess.run([sys.executable, str(script), scales, str(model)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert compile_and_compare(tmp_path, model, tflite_reference) == 4
+    compile_and_compare(tmp_path, model, tflite_reference, 4)
 
 
 def test_requantize_matches_python(tmp_path):
