@@ -1,5 +1,6 @@
 """The Vanilla C kernel on its own: built with gcc, compared with a numpy convolution."""
 import ctypes
+import re
 import subprocess
 
 import numpy as np
@@ -8,6 +9,9 @@ import pytest
 from conftest import ROOT
 
 KERNEL = ROOT / "c_runtime" / "vanilla" / "vanilla_accelerator.c"
+# The header's status codes: {"OK": 0, "EINVAL": ..., ...}
+STATUS = {m.group(1): int(m.group(2)) for m in re.finditer(
+    r"^#define VANILLA_(\w+) (\d+)", KERNEL.with_suffix(".h").read_text(), re.MULTILINE)}
 
 
 @pytest.fixture(scope="module")
@@ -111,16 +115,16 @@ def test_nhwc_equals_nchw_bit_for_bit(vanilla, oc, ic, ih, iw, kh, kw, stage):
 def test_rejects_what_it_cannot_compute(vanilla):
     ifmap = np.ones((1, 4, 4), np.float32)
     result = np.full((1, 4, 4), 5.0, np.float32)
-    assert _call(vanilla, ifmap, np.ones((1, 1, 2, 2), np.float32), result) == 1  # even kernel
-    assert _call(vanilla, None, np.ones((1, 1, 3, 3), np.float32), result) == 1  # NULL ifmap
+    assert _call(vanilla, ifmap, np.ones((1, 1, 2, 2), np.float32), result) == STATUS["EEVEN"]
+    assert _call(vanilla, None, np.ones((1, 1, 3, 3), np.float32), result) == STATUS["EINVAL"]  # NULL ifmap
     f = lambda a: a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
     w = np.ones((1, 1, 3, 3), np.float32)
     bounds = (ctypes.c_float(1.0), ctypes.c_float(0.0))  # lo > hi
-    assert vanilla.vanilla_conv2dnchw_clamp(f(ifmap), f(w), f(result), 1, 4, 4, 1, 3, 3, *bounds) == 1
+    assert vanilla.vanilla_conv2dnchw_clamp(f(ifmap), f(w), f(result), 1, 4, 4, 1, 3, 3, *bounds) == STATUS["ECLAMP"]
     no_bias = vanilla.vanilla_conv2dnchw_bias_clamp(f(ifmap), f(w), None, f(result), 1, 4, 4, 1, 3, 3,
                                                    ctypes.c_float(0.0), ctypes.c_float(1.0))
-    assert no_bias == 1
-    assert vanilla.vanilla_conv2dnhwc(f(ifmap), f(w), None, 1, 4, 4, 1, 3, 3) == 1  # NULL result
+    assert no_bias == STATUS["EINVAL"]
+    assert vanilla.vanilla_conv2dnhwc(f(ifmap), f(w), None, 1, 4, 4, 1, 3, 3) == STATUS["EINVAL"]  # NULL result
     assert np.all(result == 5.0), "result must be untouched on error"
 
 
@@ -202,10 +206,11 @@ def test_general_output_stage_with_prelu(vanilla, layout):
 
 def test_general_rejects_bad_windows(vanilla):
     ifmap, weights = np.ones((1, 4, 4), np.float32), np.ones((1, 1, 3, 3), np.float32)
-    for bad in [dict(stride=(0, 1)), dict(pad=(-1, 0)), dict(out_hw=(0, 2)), dict(lo=1.0, hi=0.0)]:
+    for code, bad in [("ESTRIDE", dict(stride=(0, 1))), ("EPAD", dict(pad=(-1, 0))), ("ESIZE", dict(out_hw=(0, 2))),
+                      ("ECLAMP", dict(lo=1.0, hi=0.0)), ("ERANGE", dict(out_hw=(3, 2), stride=(2**30, 1)))]:
         args = {"out_hw": (2, 2), **bad}
         status, result = general(vanilla, "nchw", ifmap, weights, **args)
-        assert status == 1, bad
+        assert status == STATUS[code], bad
         assert np.isnan(result).all(), "result must be untouched on error"
 
 
@@ -256,4 +261,4 @@ def test_depthwise_matches_numpy_in_both_layouts(vanilla, channels, ih, iw, kh, 
 def test_depthwise_rejects_kernels_above_its_window_buffer(vanilla):
     ifmap, weights = np.ones((2, 12, 12), np.float32), np.ones((2, 9, 9), np.float32)  # 81 taps > 64
     status, result = depthwise(vanilla, "nhwc", ifmap, weights, (4, 4))
-    assert status == 1 and np.isnan(result).all()
+    assert status == STATUS["ETAPS"] and np.isnan(result).all()

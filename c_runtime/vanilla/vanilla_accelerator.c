@@ -1,6 +1,6 @@
 /* Host mock of the Vanilla accelerator's Conv2D engine.
  *
- * Direct convolution, blocked for one CPU core in portable C11:
+ * Direct convolution, blocked for one CPU core in portable C99:
  *  - For each output row y and tile of up to TX output columns, the input rows the tile needs
  *    are copied into a zero-padded stack panel (one panel row per reduction row j = c*kh + ky),
  *    so the padding costs no branches and every row is contiguous and L1-resident.
@@ -10,13 +10,17 @@
  *  - If the panel cannot hold all reduction rows (or kernel columns) at once, they are processed
  *    in chunks and the partial sums go through `result`.
  * Every output's summation order depends only on the shape, so results are bit-for-bit
- * reproducible run to run. */
+ * reproducible run to run.
+ * The entries validate their arguments first (one status code per kind of problem, see the
+ * header); past that, no index arithmetic can overflow and no pointer is formed outside a tensor
+ * (rows outside the image are zero-filled without a source pointer). */
 #include "vanilla_accelerator.h"
 
 #include <float.h>
 #include <math.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 /* At -O3 gcc's loop vectoriser vectorises block()'s reduction loop across j with lane shuffles,
@@ -88,28 +92,65 @@ typedef struct {
   int nhwc;
 } conv_t;
 
-static int valid(const float* ifmap, const float* weights, const float* result, const conv_t* g) {
-  if (ifmap == NULL || weights == NULL || result == NULL) return 0;
-  if (g->oc <= 0 || g->ic <= 0 || g->ih <= 0 || g->iw <= 0 || g->oh <= 0 || g->ow <= 0) return 0;
-  return g->kh > 0 && g->kw > 0 && g->sh > 0 && g->sw > 0 && g->pt >= 0 && g->pl >= 0;
+enum { MAX_TAPS = 64 }; /* depthwise: kh*kw limit (NHWC's window buffer) */
+
+/* acc *= n unless the product of floats would exceed PTRDIFF_MAX bytes (then 0); n >= 1. */
+static int fits(size_t* acc, int n) {
+  if (*acc > (size_t)PTRDIFF_MAX / sizeof(float) / (size_t)n) return 0;
+  *acc *= (size_t)n;
+  return 1;
+}
+
+/* Whether (out-1)*stride + kernel, how far the windows reach from the first padded row or column,
+ * stays within INT_MAX/2: then y*stride + ky - pad and the engine's tile arithmetic fit an int. */
+static int extent_ok(int out, int stride, int kernel) {
+  return (int64_t)(out - 1) * stride + kernel <= INT_MAX / 2;
+}
+
+enum { CONV, DEPTHWISE, SAME }; /* kinds of entry for check() */
+
+/* The entries' validation: a status code of the header, in the header's order. */
+static int32_t check(const float* ifmap, const float* weights, const float* result, const conv_t* g, float lo,
+                     float hi, int kind) {
+  if (ifmap == NULL || weights == NULL || result == NULL) return VANILLA_EINVAL;
+  if (g->oc <= 0 || g->ic <= 0 || g->ih <= 0 || g->iw <= 0 || g->oh <= 0 || g->ow <= 0 || g->kh <= 0 || g->kw <= 0)
+    return VANILLA_ESIZE;
+  if (g->sh <= 0 || g->sw <= 0) return VANILLA_ESTRIDE;
+  if (g->pt < 0 || g->pl < 0) return VANILLA_EPAD;
+  if (!(lo <= hi)) return VANILLA_ECLAMP;
+  if (kind == SAME && (g->kh % 2 == 0 || g->kw % 2 == 0)) return VANILLA_EEVEN;
+  if (kind == DEPTHWISE && (g->kh > MAX_TAPS || g->kw > MAX_TAPS || g->kh * g->kw > MAX_TAPS)) return VANILLA_ETAPS;
+  size_t in = 1, out = 1, w = 1;
+  if (!fits(&in, g->ic) || !fits(&in, g->ih) || !fits(&in, g->iw) || !fits(&out, g->oc) || !fits(&out, g->oh) ||
+      !fits(&out, g->ow) || !fits(&w, g->oc) || (kind != DEPTHWISE && !fits(&w, g->ic)) || !fits(&w, g->kh) ||
+      !fits(&w, g->kw) || (int64_t)g->kh * g->kw > INT_MAX || !extent_ok(g->oh, g->sh, g->kh) ||
+      !extent_ok(g->ow, g->sw, g->kw))
+    return VANILLA_ERANGE;
+  return VANILLA_OK;
 }
 
 /* panel[q] = src[(col0 + q*step) * pixel] for q < W, zero where that column is outside 0 .. iw-1
- * (or everywhere, for a row outside the image: src == NULL). */
+ * (or everywhere, for a row outside the image: src == NULL, never offset).  The q in [lo, hi) read
+ * the image; the others, however far the padding reaches, are zeros within panel[0 .. W-1].
+ * col0 = x*stride + kx - pad >= -INT_MAX: -col0 fits an int, iw - 1 - col0 (< 2*INT_MAX) an unsigned. */
 static void fill_row(float* restrict panel, int W, const float* src, int col0, int step, int iw, size_t pixel) {
-  int lo = 0, hi = 0; /* the q whose column is inside the image */
+  int lo = W, hi = W;
   if (src != NULL && col0 < iw) {
-    lo = col0 >= 0 ? 0 : (-col0 + step - 1) / step;
-    hi = imin(W, (iw - col0 + step - 1) / step);
+    const int first = col0 >= 0 ? 0 : (-col0 - 1) / step + 1; /* the first q at a column >= 0 */
+    const unsigned end = ((unsigned)iw - 1u - (unsigned)col0) / (unsigned)step + 1u; /* the first q right of it */
+    lo = first < W ? first : W;
+    hi = end < (unsigned)W ? (int)end : W;
+    if (hi < lo) hi = lo;
   }
-  if (hi < lo) hi = lo;
   for (int q = 0; q < lo; ++q) panel[q] = 0.0f;
-  if (pixel == 1 && step == 1) {
-    memcpy(panel + lo, src + col0 + lo, (size_t)(hi - lo) * sizeof(float));
-  } else {
-    const size_t stride = (size_t)step * pixel;
-    const float* s = src + (ptrdiff_t)(col0 + lo * step) * (ptrdiff_t)pixel;
-    for (int q = lo; q < hi; ++q, s += stride) panel[q] = *s;
+  if (lo < hi) { /* 0 <= col0 + lo*step < iw */
+    const float* s = src + ((ptrdiff_t)col0 + (ptrdiff_t)lo * step) * (ptrdiff_t)pixel;
+    if (pixel == 1 && step == 1) {
+      memcpy(panel + lo, s, (size_t)(hi - lo) * sizeof(float));
+    } else {
+      const size_t stride = (size_t)step * pixel;
+      for (int q = lo; q < hi; ++q, s += stride) panel[q] = *s;
+    }
   }
   for (int q = hi; q < W; ++q) panel[q] = 0.0f;
 }
@@ -271,7 +312,7 @@ static void depthwise_nchw(const float* ifmap, const float* weights, float* resu
   }
 }
 
-enum { CB = 64, MAX_TAPS = 64 }; /* NHWC depthwise: channels per chunk; kh*kw limit */
+enum { CB = 64 }; /* NHWC depthwise: channels per chunk */
 
 static void depthwise_nhwc(const float* ifmap, const float* weights, float* result, const conv_t* g) {
   const int taps = g->kh * g->kw, C = g->oc;
@@ -341,8 +382,9 @@ static void output_stage(float* result, const float* bias, const float* residual
 }
 
 static int32_t run(const float* ifmap, const float* weights, const float* bias, const float* residual,
-                   const float* slope, float* result, conv_t g, int stage, float lo, float hi) {
-  if (!valid(ifmap, weights, result, &g) || !(lo <= hi)) return VANILLA_EINVAL;
+                   const float* slope, float* result, conv_t g, int stage, float lo, float hi, int kind) {
+  const int32_t status = check(ifmap, weights, result, &g, lo, hi, kind);
+  if (status != VANILLA_OK) return status;
   /* Tested here, not in conv2d(): inlined into an entry of known layout, an NCHW model's
    * program does not link the NHWC-only code. */
   if (g.nhwc && g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.ih &&
@@ -356,7 +398,8 @@ static int32_t run(const float* ifmap, const float* weights, const float* bias, 
 
 static int32_t run_depthwise(const float* ifmap, const float* weights, const float* bias, const float* residual,
                              const float* slope, float* result, conv_t g, float lo, float hi) {
-  if (!valid(ifmap, weights, result, &g) || !(lo <= hi) || g.kh * g.kw > MAX_TAPS) return VANILLA_EINVAL;
+  const int32_t status = check(ifmap, weights, result, &g, lo, hi, DEPTHWISE);
+  if (status != VANILLA_OK) return status;
   if (g.nhwc) depthwise_nhwc(ifmap, weights, result, &g); else depthwise_nchw(ifmap, weights, result, &g);
   output_stage(result, bias, residual, slope, lo, hi, &g);
   return VANILLA_OK;
@@ -381,7 +424,7 @@ int32_t vanilla_conv2dnchw_general(float* ifmap, float* weights, float* bias,
                                    int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
                                    int pad_left, int pad_top, float lo, float hi) {
   const conv_t g = {oc, ic, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 0};
-  return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi);
+  return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi, CONV);
 }
 
 int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
@@ -389,16 +432,16 @@ int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
                                    int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
                                    int pad_left, int pad_top, float lo, float hi) {
   const conv_t g = {oc, ic, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 1};
-  return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi);
+  return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi, CONV);
 }
 
 /* The "same"-padded stride-1 entries: odd kernels, output as large as the input. */
 static int32_t same(const float* ifmap, const float* weights, const float* bias, const float* residual,
                     float* result, int oc, int iw, int ih, int ic, int kh, int kw, int nhwc, int stage, float lo,
                     float hi) {
-  if (kh % 2 == 0 || kw % 2 == 0) return VANILLA_EINVAL;
-  const conv_t g = {oc, ic, ih, iw, ih, iw, kh, kw, 1, 1, (kh - 1) / 2, (kw - 1) / 2, nhwc};
-  return run(ifmap, weights, bias, residual, NULL, result, g, stage, lo, hi);
+  /* kh > 0 keeps kh - 1 from overflowing: check() reports a size below 1 before it looks at pads */
+  const conv_t g = {oc, ic, ih, iw, ih, iw, kh, kw, 1, 1, kh > 0 ? (kh - 1) / 2 : 0, kw > 0 ? (kw - 1) / 2 : 0, nhwc};
+  return run(ifmap, weights, bias, residual, NULL, result, g, stage, lo, hi, SAME);
 }
 
 int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,

@@ -12,8 +12,18 @@
 extern "C" {
 #endif
 
+/* Status of every entry.  On an error the entry computed nothing: result is untouched and no
+ * tensor was read.  When several arguments are bad, the code listed first here comes back. */
 #define VANILLA_OK 0
-#define VANILLA_EINVAL 1 /* a NULL pointer, a size out of range, lo > hi */
+#define VANILLA_EINVAL 1  /* a NULL ifmap, weights or result (or the bias/residual a shorthand needs) */
+#define VANILLA_ESIZE 2   /* a channel count, height, width or kernel size (input or output) below 1 */
+#define VANILLA_ESTRIDE 3 /* a stride below 1 */
+#define VANILLA_EPAD 4    /* a negative pad */
+#define VANILLA_ECLAMP 5  /* lo > hi, or a NaN bound */
+#define VANILLA_EEVEN 6   /* an even kernel size for a "same"-padded shorthand (no centred window) */
+#define VANILLA_ETAPS 7   /* depthwise: kh * kw above the 64 taps of its window buffer */
+#define VANILLA_ERANGE 8  /* too large to index: a tensor above PTRDIFF_MAX bytes, kh * kw above INT_MAX,
+                           * or a window extent (oh-1)*stride_h + kh or (ow-1)*stride_w + kw above INT_MAX/2 */
 
 /* The whole engine, what the compiler calls: any window, then the output stage.
  *   ifmap [ic][ih][iw], weights [oc][ic][kh][kw], result [oc][oh][ow], float32;
@@ -23,8 +33,8 @@ extern "C" {
  *   then per output element of channel o: v = conv + bias[o] + residual (same shape and layout as
  *   the result), v = v < 0 ? slope[o] * v : v (PReLU), result = clamp(v, lo, hi).
  * bias, residual and slope may each be NULL (left out); lo = -FLT_MAX, hi = FLT_MAX clamps nothing.
- * residual may alias ifmap, not result.  Returns VANILLA_OK, or VANILLA_EINVAL with result untouched
- * for a NULL ifmap/weights/result, a size or stride below 1, a negative pad or lo > hi (or NaN). */
+ * residual may alias ifmap, not result.  Returns VANILLA_OK or one of the error codes above
+ * (EINVAL, ESIZE, ESTRIDE, EPAD, ECLAMP, ERANGE); the pads may exceed the kernel and the image. */
 int32_t vanilla_conv2dnchw_general(float* ifmap, float* weights, float* bias,
                                    float* residual, float* slope, float* result, int oc, int iw,
                                    int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
@@ -36,8 +46,8 @@ int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
                                    int pad_left, int pad_top, float lo, float hi);
 
 /* Depthwise convolution (groups = channels): output channel c reads input channel c only.
- * weights [channels][kh][kw] with kh*kw <= 64; window and output stage as above; the NHWC entry
- * equals the NCHW one bit for bit. */
+ * weights [channels][kh][kw] with kh*kw <= 64 (else VANILLA_ETAPS); window, output stage and other
+ * status codes as above; the NHWC entry equals the NCHW one bit for bit. */
 int32_t vanilla_depthwise_conv2dnchw(float* ifmap, float* weights, float* bias, float* residual, float* slope,
                                      float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
                                      int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi);
@@ -49,13 +59,13 @@ int32_t vanilla_depthwise_conv2dnhwc(float* ifmap, float* weights, float* bias, 
 
 /* Conv2D, stride 1, "same" zero padding of (k-1)/2 on each side, no bias.
  * ifmap: [ic][ih][iw], weights: [oc][ic][kh][kw], result: [oc][ih][iw], all float32.
- * Returns VANILLA_OK or VANILLA_EINVAL (also for an even kernel size); result is untouched on error. */
+ * Returns VANILLA_OK, VANILLA_EEVEN for an even kernel size, or another error code as above. */
 int32_t vanilla_conv2dnchw(float* ifmap, float* weights, float* result, int oc, int iw, int ih, int ic,
                            int kh, int kw);
 
 /* The same convolution followed by the output stage: result = clamp(conv + bias[o], lo, hi)
  * per output channel o (lo = 0, hi = FLT_MAX is ReLU; lo = 0, hi = 6 is ReLU6).
- * Returns VANILLA_EINVAL also for a NULL bias or lo > hi (or a NaN bound). */
+ * Returns VANILLA_EINVAL also for a NULL bias, VANILLA_ECLAMP for lo > hi (or a NaN bound). */
 int32_t vanilla_conv2dnchw_bias_clamp(float* ifmap, float* weights, float* bias, float* result, int oc, int iw,
                                       int ih, int ic, int kh, int kw, float lo, float hi);
 

@@ -1,0 +1,711 @@
+"""The C kernels under AddressSanitizer and UndefinedBehaviorSanitizer.
+
+Both kernel libraries are linked into a small C driver twice: as shipped (-O2) and with
+``-fsanitize=address,undefined -fno-sanitize-recover=all``.  The driver reads calls from stdin
+(entry, integer and float arguments, arrays), allocates every array with its own malloc of
+exactly its size (so ASan sees one element too far), calls the entry and writes back the status
+and every array.  Each test sends its calls to both builds: the sanitized one must exit 0 with
+an empty stderr (a sanitizer report aborts it), both must return the same statuses and bits,
+and the results must match a numpy reference.  The status codes come from the headers.
+"""
+import os
+import re
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from uma_qvanilla import quantization
+
+VANILLA = ROOT / "c_runtime" / "vanilla"
+QVANILLA = ROOT / "c_runtime" / "qvanilla"
+SOURCES = [VANILLA / "vanilla_accelerator.c", QVANILLA / "qvanilla.c"]
+
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
+SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:halt_on_error=1",
+                 "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+
+DRIVER = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qvanilla.h"
+#include "vanilla_accelerator.h"
+
+enum { MAX_INTS = 32, MAX_FLOATS = 4, MAX_ARRAYS = 8 };
+
+static void get(void* p, size_t n) {
+  if (n != 0 && fread(p, 1, n, stdin) != n) { fprintf(stderr, "driver: short read\n"); exit(2); }
+}
+
+static int32_t get_i32(void) { int32_t v; get(&v, sizeof v); return v; }
+
+/* Request: op, nints, ints, nfloats, floats, narrays, then per array: element size (0: NULL),
+ * element count, bytes.  Reply: status, then every array's bytes. */
+int main(void) {
+  int32_t op;
+  while (fread(&op, sizeof op, 1, stdin) == 1) {
+    int32_t n[MAX_INTS] = {0}, ni = get_i32(), nf, na;
+    float f[MAX_FLOATS] = {0};
+    void* a[MAX_ARRAYS] = {0};
+    size_t bytes[MAX_ARRAYS] = {0};
+    if (ni < 0 || ni > MAX_INTS) return 3;
+    get(n, (size_t)ni * sizeof n[0]);
+    nf = get_i32();
+    if (nf < 0 || nf > MAX_FLOATS) return 3;
+    get(f, (size_t)nf * sizeof f[0]);
+    na = get_i32();
+    if (na < 0 || na > MAX_ARRAYS) return 3;
+    for (int i = 0; i < na; ++i) {
+      const int32_t size = get_i32();
+      int64_t count;
+      get(&count, sizeof count);
+      if (size == 0) continue;
+      bytes[i] = (size_t)size * (size_t)count;
+      a[i] = malloc(bytes[i]);
+      if (a[i] == NULL) return 4;
+      get(a[i], bytes[i]);
+    }
+    float* v[MAX_ARRAYS];
+    for (int i = 0; i < MAX_ARRAYS; ++i) v[i] = (float*)a[i];
+    int32_t status;
+    switch (op) {
+      case 0: case 1:
+        status = (op ? vanilla_conv2dnhwc_general : vanilla_conv2dnchw_general)(
+            v[0], v[1], v[2], v[3], v[4], v[5], n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9],
+            n[10], n[11], f[0], f[1]);
+        break;
+      case 2: case 3:
+        status = (op == 3 ? vanilla_depthwise_conv2dnhwc : vanilla_depthwise_conv2dnchw)(
+            v[0], v[1], v[2], v[3], v[4], v[5], n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9],
+            n[10], f[0], f[1]);
+        break;
+      case 4: status = vanilla_conv2dnchw(v[0], v[1], v[2], n[0], n[1], n[2], n[3], n[4], n[5]); break;
+      case 5: status = vanilla_conv2dnhwc(v[0], v[1], v[2], n[0], n[1], n[2], n[3], n[4], n[5]); break;
+      case 6: status = vanilla_conv2dnchw_clamp(v[0], v[1], v[2], n[0], n[1], n[2], n[3], n[4], n[5], f[0], f[1]);
+        break;
+      case 7: status = vanilla_conv2dnhwc_clamp(v[0], v[1], v[2], n[0], n[1], n[2], n[3], n[4], n[5], f[0], f[1]);
+        break;
+      case 8: status = vanilla_conv2dnchw_bias_clamp(v[0], v[1], v[2], v[3], n[0], n[1], n[2], n[3], n[4], n[5],
+                                                     f[0], f[1]);
+        break;
+      case 9: status = vanilla_conv2dnhwc_bias_clamp(v[0], v[1], v[2], v[3], n[0], n[1], n[2], n[3], n[4], n[5],
+                                                     f[0], f[1]);
+        break;
+      case 10: status = vanilla_conv2dnchw_bias_residual_clamp(v[0], v[1], v[2], v[3], v[4], n[0], n[1], n[2],
+                                                               n[3], n[4], n[5], f[0], f[1]);
+        break;
+      case 11: status = vanilla_conv2dnhwc_bias_residual_clamp(v[0], v[1], v[2], v[3], v[4], n[0], n[1], n[2],
+                                                               n[3], n[4], n[5], f[0], f[1]);
+        break;
+      case 12:
+        status = qvanilla_conv2d_nhwc_s8((int8_t*)a[0], (int8_t*)a[1], (int32_t*)a[2], (int8_t*)a[3], n[0], n[1],
+                                         n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11], n[12], n[13],
+                                         n[14], n[15], n[16]);
+        break;
+      case 13: { /* the struct entry; n[17] != 0: p is NULL */
+        const qvanilla_conv_params p = {n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8],
+                                        n[9], n[10], n[11], n[12], n[13], n[14], n[15], n[16]};
+        status = qvanilla_conv2d_s8((const int8_t*)a[0], (const int8_t*)a[1], (const int32_t*)a[2],
+                                    (int8_t*)a[3], n[17] ? NULL : &p);
+        break;
+      }
+      case 14: { /* qvanilla_requantize over arrays: acc, multiplier, shift -> result */
+        const int32_t *acc = (const int32_t*)a[0], *m = (const int32_t*)a[1], *s = (const int32_t*)a[2];
+        int32_t* out = (int32_t*)a[3];
+        for (size_t i = 0; i < bytes[3] / sizeof(int32_t); ++i) out[i] = qvanilla_requantize(acc[i], m[i], s[i]);
+        status = 0;
+        break;
+      }
+      case 99: { /* the harness's self-test: signed overflow for n[0] = INT32_MAX */
+        volatile int32_t x = n[0];
+        status = x + 1;
+        break;
+      }
+      default: return 5;
+    }
+    fwrite(&status, sizeof status, 1, stdout);
+    for (int i = 0; i < na; ++i) {
+      if (a[i] != NULL) fwrite(a[i], 1, bytes[i], stdout);
+      free(a[i]);
+    }
+  }
+  return 0;
+}
+"""
+
+OPS = {"conv2dnchw_general": 0, "conv2dnhwc_general": 1, "depthwise_conv2dnchw": 2, "depthwise_conv2dnhwc": 3,
+       "conv2dnchw": 4, "conv2dnhwc": 5, "conv2dnchw_clamp": 6, "conv2dnhwc_clamp": 7, "conv2dnchw_bias_clamp": 8,
+       "conv2dnhwc_bias_clamp": 9, "conv2dnchw_bias_residual_clamp": 10, "conv2dnhwc_bias_residual_clamp": 11,
+       "qvanilla_conv2d_nhwc_s8": 12, "qvanilla_conv2d_s8": 13, "qvanilla_requantize": 14, "overflow": 99}
+
+
+def status_codes(header, prefix):
+    """{name: value} of the #define PREFIX_NAME <int> lines of a header."""
+    return {m.group(1): int(m.group(2))
+            for m in re.finditer(rf"^#define {prefix}_(\w+) \(?(-?\d+)\)?", header.read_text(), re.MULTILINE)}
+
+
+V = status_codes(VANILLA / "vanilla_accelerator.h", "VANILLA")
+Q = status_codes(QVANILLA / "qvanilla.h", "QVANILLA")
+
+
+class Call:
+    """One call of an entry: ints, floats and arrays (numpy or None for NULL), in the entry's order."""
+
+    def __init__(self, op, arrays, ints, floats=()):
+        self.op, self.arrays, self.ints, self.floats = OPS[op], list(arrays), [int(i) for i in ints], list(floats)
+
+    def encode(self):
+        parts = [struct.pack("=ii", self.op, len(self.ints)), struct.pack(f"={len(self.ints)}i", *self.ints),
+                 struct.pack("=i", len(self.floats)), struct.pack(f"={len(self.floats)}f", *self.floats),
+                 struct.pack("=i", len(self.arrays))]
+        for a in self.arrays:
+            if a is None:
+                parts.append(struct.pack("=iq", 0, 0))
+            else:
+                assert a.size > 0 and a.dtype in (np.float32, np.int8, np.int32)
+                parts.append(struct.pack("=iq", a.itemsize, a.size) + np.ascontiguousarray(a).tobytes())
+        return b"".join(parts)
+
+    def decode(self, data, offset):
+        status = struct.unpack_from("=i", data, offset)[0]
+        offset += 4
+        arrays = []
+        for a in self.arrays:
+            if a is None:
+                arrays.append(None)
+                continue
+            arrays.append(np.frombuffer(data, a.dtype, a.size, offset).reshape(a.shape).copy())
+            offset += a.nbytes
+        return status, arrays, offset
+
+
+class Driver:
+    def __init__(self, executable, env=None):
+        self.executable, self.env = executable, env
+
+    def run(self, calls):
+        """[(status, [arrays after the call])] of each call, in one process."""
+        done = subprocess.run([str(self.executable)], input=b"".join(c.encode() for c in calls),
+                              capture_output=True, env=self.env, timeout=120)
+        report = done.stderr.decode(errors="replace")
+        assert done.returncode == 0 and not report, f"{self.executable.name} exited {done.returncode}:\n{report[-6000:]}"
+        replies, offset = [], 0
+        for call in calls:
+            status, arrays, offset = call.decode(done.stdout, offset)
+            replies.append((status, arrays))
+        assert offset == len(done.stdout)
+        return replies
+
+
+@pytest.fixture(scope="module")
+def drivers(tmp_path_factory):
+    """{"plain": the libraries as shipped, "sanitized": under ASan + UBSan}."""
+    work = tmp_path_factory.mktemp("sanitizers")
+    source = work / "driver.c"
+    source.write_text(DRIVER)
+    common = ["-std=c99", "-Wall", "-Wextra", f"-I{VANILLA}", f"-I{QVANILLA}", str(source), *map(str, SOURCES)]
+    built = {}
+    for name, flags in (("plain", ["-O2"]), ("sanitized", ["-O2", *SANITIZE])):
+        executable = work / f"driver_{name}"
+        done = subprocess.run(["gcc", *flags, "-o", str(executable), *common], capture_output=True, text=True)
+        assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+        env = dict(os.environ, **SANITIZER_ENV)
+        env.pop("LD_PRELOAD", None)
+        built[name] = Driver(executable, env)
+    return built
+
+
+def run_both(drivers, calls):
+    """The replies of the sanitized build, which must equal the plain build's bit for bit."""
+    plain, sanitized = drivers["plain"].run(calls), drivers["sanitized"].run(calls)
+    for (ps, pa), (ss, sa) in zip(plain, sanitized):
+        assert ps == ss
+        for p, s in zip(pa, sa):
+            assert (p is None and s is None) or p.tobytes() == s.tobytes()
+    return sanitized
+
+
+# ---------------------------------------------------------------------------------------------
+# Vanilla (float32)
+
+UNBOUNDED = (-3.4e38, 3.4e38)
+
+
+def numpy_conv(ifmap, weights, oh, ow, stride, pad):
+    """float64 [oc][oh][ow]: output (y, x) reads input (y*sh - pt + ky, x*sw - pl + kx), zero outside."""
+    (sh, sw), (pt, pl) = stride, pad
+    oc, ic, kh, kw = weights.shape
+    ih, iw = ifmap.shape[1:]
+    padded = np.zeros((ic, pt + max(ih, (oh - 1) * sh + kh), pl + max(iw, (ow - 1) * sw + kw)))
+    padded[:, pt:pt + ih, pl:pl + iw] = ifmap
+    out = np.zeros((oc, oh, ow))
+    for y in range(kh):
+        for x in range(kw):
+            window = padded[:, y:y + (oh - 1) * sh + 1:sh, x:x + (ow - 1) * sw + 1:sw]
+            out += np.einsum("oc,chw->ohw", weights[:, :, y, x].astype(np.float64), window)
+    return out
+
+
+def numpy_depthwise(ifmap, weights, oh, ow, stride, pad):
+    return np.stack([numpy_conv(ifmap[c:c + 1], weights[c][None, None], oh, ow, stride, pad)[0]
+                     for c in range(weights.shape[0])])
+
+
+def numpy_stage(conv, bias=None, residual=None, slope=None, lo=UNBOUNDED[0], hi=UNBOUNDED[1]):
+    v = conv + (0 if bias is None else bias[:, None, None]) + (0 if residual is None else residual)
+    if slope is not None:
+        v = np.where(v < 0, v * slope[:, None, None], v)
+    return np.clip(v, lo, hi)
+
+
+def to_layout(a, layout):
+    return None if a is None else np.ascontiguousarray(a.transpose(1, 2, 0)) if layout == "nhwc" else a
+
+
+def from_layout(a, layout):
+    return a.transpose(2, 0, 1) if layout == "nhwc" else a
+
+
+def window_call(layout, ifmap, weights, out_hw, stride=(1, 1), pad=(0, 0), bias=None, residual=None, slope=None,
+                lo=UNBOUNDED[0], hi=UNBOUNDED[1], depthwise=False, result=None):
+    """vanilla_conv2d<layout>_general (or vanilla_depthwise_conv2d<layout>) on NCHW-shaped arrays."""
+    oc, ic = weights.shape[0], ifmap.shape[0]
+    kh, kw = weights.shape[-2:]
+    (ih, iw), (oh, ow) = ifmap.shape[1:], out_hw
+    if result is None:
+        result = to_layout(np.full((oc, oh, ow), np.nan, np.float32), layout)
+    channels = [oc, iw, ih] + ([] if depthwise else [ic])
+    ints = channels + [kh, kw, ow, oh, stride[1], stride[0], pad[1], pad[0]]
+    op = f"depthwise_conv2d{layout}" if depthwise else f"conv2d{layout}_general"
+    return Call(op, [to_layout(ifmap, layout), weights, bias, to_layout(residual, layout), slope, result], ints,
+                [lo, hi])
+
+
+def output_size(size, kernel, stride, pad, pad_end):
+    return (size + pad + pad_end - kernel) // stride + 1
+
+
+def assert_matches(got, expected):
+    scale = max(1.0, float(np.max(np.abs(expected))))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=2e-5 * scale)
+
+
+# (oc, ic, ih, iw, kh, kw, stride, pad top/left, pad bottom/right)
+WINDOWS = [
+    (1, 1, 1, 1, 1, 1, (1, 1), (0, 0), (0, 0)),
+    (4, 3, 8, 8, 3, 3, (1, 1), (1, 1), (1, 1)),             # "same"
+    (3, 5, 5, 6, 3, 3, (1, 1), (4, 5), (4, 5)),             # pads beyond the kernel on every side
+    (2, 3, 4, 5, 3, 3, (1, 1), (1, 100), (1, 3)),           # a left pad far beyond the tile: rows all zero
+    (2, 3, 4, 5, 3, 3, (2, 3), (100, 37), (2, 40)),         # the same, strided; whole rows outside above
+    (6, 2, 7, 150, 3, 5, (1, 1), (2, 2), (2, 2)),           # several column tiles with padding at both ends
+    (5, 3, 9, 150, 2, 5, (2, 3), (1, 4), (0, 6)),           # the same, strided
+    (8, 4, 9, 10, 3, 3, (2, 2), (0, 0), (1, 1)),            # asymmetric "same" of stride 2
+    (5, 7, 13, 40, 10, 4, (2, 1), (4, 1), (5, 2)),
+    (6, 2, 7, 9, 2, 2, (1, 3), (0, 1), (1, 0)),
+    (33, 40, 20, 21, 5, 5, (3, 3), (2, 2), (2, 2)),         # reductions longer than one panel
+    (12, 40, 49, 1, 9, 1, (2, 1), (3, 0), (4, 0)),          # one column (audio)
+    (3, 2, 30, 1, 3, 1, (1, 1), (5, 0), (6, 0)),            # one column, padding beyond the kernel
+    (24, 16, 16, 16, 1, 1, (1, 1), (0, 0), (0, 0)),         # 1x1: one long row (NCHW), matrix product (NHWC)
+    (13, 70, 5, 7, 1, 1, (1, 1), (0, 0), (0, 0)),           # 1x1 with channel tails
+    (9, 5, 6, 7, 1, 1, (1, 1), (2, 1), (2, 3)),             # 1x1 with padding: border outputs read only zeros
+    (24, 16, 16, 16, 1, 1, (2, 2), (0, 0), (0, 0)),
+    (2, 2, 2, 2100, 1, 2000, (1, 1), (0, 3), (0, 3)),       # kernel wider than a panel: column chunks
+]
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_windows_outside_the_image(drivers, layout):
+    """Rows and columns outside the input on every side, strides, tiles, 1x1 and one-column paths."""
+    calls, expected = [], []
+    for i, (oc, ic, ih, iw, kh, kw, stride, pad, pad_end) in enumerate(WINDOWS):
+        rng = np.random.default_rng(i)
+        ifmap = rng.standard_normal((ic, ih, iw)).astype(np.float32)
+        weights = rng.standard_normal((oc, ic, kh, kw)).astype(np.float32)
+        oh, ow = (output_size(*a) for a in zip((ih, iw), (kh, kw), stride, pad, pad_end))
+        calls.append(window_call(layout, ifmap, weights, (oh, ow), stride, pad))
+        expected.append(numpy_conv(ifmap, weights, oh, ow, stride, pad))
+    for (status, arrays), want in zip(run_both(drivers, calls), expected):
+        assert status == V["OK"]
+        assert_matches(from_layout(arrays[5], layout), want)
+
+
+STAGES = [dict(), dict(bias=True), dict(residual=True), dict(slope=True), dict(lo=0.0, hi=6.0),
+          dict(bias=True, residual=True, slope=True, lo=-1.0, hi=2.0), dict(bias=True, slope=True, lo=-0.5)]
+
+
+@pytest.mark.parametrize("depthwise", [False, True], ids=["conv", "depthwise"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_every_output_stage(drivers, layout, depthwise):
+    """Bias, residual and PReLU slope each present or NULL, with and without a clamp."""
+    rng = np.random.default_rng(3)
+    c, ih, iw, k, stride, pad = 10, 7, 9, 3, (2, 1), (1, 2)
+    ifmap = rng.standard_normal((c, ih, iw)).astype(np.float32)
+    weights = rng.standard_normal((c, k, k) if depthwise else (c, c, k, k)).astype(np.float32)
+    oh, ow = output_size(ih, k, 2, 1, 1), output_size(iw, k, 1, 2, 2)
+    conv = (numpy_depthwise if depthwise else numpy_conv)(ifmap, weights, oh, ow, stride, pad)
+    calls, expected = [], []
+    for stage in STAGES:
+        parts = dict(bias=rng.standard_normal(c).astype(np.float32) if stage.get("bias") else None,
+                     residual=rng.standard_normal((c, oh, ow)).astype(np.float32) if stage.get("residual") else None,
+                     slope=rng.uniform(0.05, 0.5, c).astype(np.float32) if stage.get("slope") else None,
+                     lo=stage.get("lo", UNBOUNDED[0]), hi=stage.get("hi", UNBOUNDED[1]))
+        calls.append(window_call(layout, ifmap, weights, (oh, ow), stride, pad, depthwise=depthwise, **parts))
+        expected.append(numpy_stage(conv, **parts))
+    for (status, arrays), want in zip(run_both(drivers, calls), expected):
+        assert status == V["OK"]
+        assert_matches(from_layout(arrays[5], layout), want)
+
+
+def test_shorthand_entries(drivers):
+    """The eight "same"-padded stride-1 entries, each output stage, both layouts."""
+    rng = np.random.default_rng(4)
+    oc, ic, ih, iw, kh, kw = 6, 5, 9, 11, 5, 3
+    ifmap = rng.standard_normal((ic, ih, iw)).astype(np.float32)
+    weights = rng.standard_normal((oc, ic, kh, kw)).astype(np.float32)
+    bias = rng.standard_normal(oc).astype(np.float32)
+    residual = rng.standard_normal((oc, ih, iw)).astype(np.float32)
+    conv = numpy_conv(ifmap, weights, ih, iw, (1, 1), ((kh - 1) // 2, (kw - 1) // 2))
+    sizes = [oc, iw, ih, ic, kh, kw]
+    calls, expected = [], []
+    for layout in ("nchw", "nhwc"):
+        x, skip = to_layout(ifmap, layout), to_layout(residual, layout)
+        out = lambda: to_layout(np.full((oc, ih, iw), np.nan, np.float32), layout)
+        for stage, arrays, floats, want in [
+            ("", [x, weights, out()], [], conv),
+            ("_clamp", [x, weights, out()], [-1.0, 1.0], np.clip(conv, -1, 1)),
+            ("_bias_clamp", [x, weights, bias, out()], [0.0, 6.0], numpy_stage(conv, bias, lo=0.0, hi=6.0)),
+            ("_bias_residual_clamp", [x, weights, bias, skip, out()], [-2.0, 3.0],
+             numpy_stage(conv, bias, residual, lo=-2.0, hi=3.0)),
+        ]:
+            calls.append(Call(f"conv2d{layout}{stage}", arrays, sizes, floats))
+            expected.append((layout, want))
+    for (status, arrays), (layout, want) in zip(run_both(drivers, calls), expected):
+        assert status == V["OK"]
+        assert_matches(from_layout(arrays[-1], layout), want)
+
+
+# (channels, ih, iw, kh, kw, stride, pad top/left, pad bottom/right)
+DEPTHWISE = [
+    (24, 16, 16, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (28, 16, 16, 3, 3, (2, 2), (0, 0), (1, 1)),
+    (3, 9, 11, 5, 5, (1, 1), (6, 7), (6, 7)),               # pads beyond the kernel
+    (150, 8, 7, 3, 3, (1, 1), (0, 0), (0, 0)),              # three 64-channel chunks with tails
+    (16, 20, 50, 7, 7, (2, 3), (3, 2), (3, 4)),
+    (9, 4, 70, 1, 3, (1, 1), (0, 100), (0, 1)),             # a left pad far beyond the tile
+    (5, 6, 6, 8, 8, (1, 1), (7, 7), (7, 7)),                # 64 taps, the window buffer's limit
+    (4, 3, 80, 1, 64, (1, 2), (0, 30), (0, 30)),
+    (4, 80, 3, 64, 1, (3, 1), (40, 0), (2, 0)),
+]
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_depthwise_windows_outside_the_image(drivers, layout):
+    calls, expected = [], []
+    for i, (c, ih, iw, kh, kw, stride, pad, pad_end) in enumerate(DEPTHWISE):
+        rng = np.random.default_rng(100 + i)
+        ifmap = rng.standard_normal((c, ih, iw)).astype(np.float32)
+        weights = rng.standard_normal((c, kh, kw)).astype(np.float32)
+        bias = rng.standard_normal(c).astype(np.float32)
+        oh, ow = (output_size(*a) for a in zip((ih, iw), (kh, kw), stride, pad, pad_end))
+        calls.append(window_call(layout, ifmap, weights, (oh, ow), stride, pad, bias, lo=-1.0, hi=2.0,
+                                 depthwise=True))
+        expected.append(numpy_stage(numpy_depthwise(ifmap, weights, oh, ow, stride, pad), bias, lo=-1.0, hi=2.0))
+    for (status, arrays), want in zip(run_both(drivers, calls), expected):
+        assert status == V["OK"]
+        assert_matches(from_layout(arrays[5], layout), want)
+
+
+INT_MAX, INT_MIN = 2**31 - 1, -2**31
+NAN = float("nan")
+
+
+def one(dtype=np.float32):
+    """A one-element array: a call rejected before it reads or writes must leave it alone (ASan
+    reports any access past it)."""
+    return np.full(1, np.nan if dtype == np.float32 else 77, dtype)
+
+
+def vanilla_errors():
+    """(expected code name, Call) for each kind of bad argument of every Vanilla entry family."""
+    base = dict(oc=2, iw=4, ih=4, ic=3, kh=3, kw=3, ow=2, oh=2, sw=1, sh=1, pl=0, pt=0)
+    cases = []
+
+    def add(code, family, arrays=None, floats=UNBOUNDED, **changed):
+        g = dict(base, **changed)
+        shorthand = family not in ("general", "depthwise")  # the shorthands require their bias and residual
+        pointers = dict(ifmap=one(), weights=one(), result=one(), bias=one() if shorthand else None,
+                        residual=one() if shorthand else None, slope=None)
+        pointers.update(arrays or {})
+        if family in ("general", "depthwise"):
+            for layout in ("nchw", "nhwc"):
+                names = ["oc", "iw", "ih"] + (["ic"] if family == "general" else []) + [
+                    "kh", "kw", "ow", "oh", "sw", "sh", "pl", "pt"]
+                op = f"conv2d{layout}_general" if family == "general" else f"depthwise_conv2d{layout}"
+                arrays_ = [pointers[k] for k in ("ifmap", "weights", "bias", "residual", "slope", "result")]
+                cases.append((code, Call(op, arrays_, [g[k] for k in names], floats)))
+        else:  # the "same" shorthands: family is the suffix
+            for layout in ("nchw", "nhwc"):
+                roles = ["ifmap", "weights"] + {"": [], "_clamp": [], "_bias_clamp": ["bias"],
+                                                "_bias_residual_clamp": ["bias", "residual"]}[family] + ["result"]
+                arrays_ = [pointers[r] for r in roles]
+                cases.append((code, Call(f"conv2d{layout}{family}", arrays_, [g[k] for k in ("oc", "iw", "ih", "ic", "kh", "kw")],
+                                         [] if family == "" else floats)))
+
+    for family in ("general", "depthwise"):
+        for role in ("ifmap", "weights", "result"):
+            add("EINVAL", family, {role: None})
+        for size in ("oc", "iw", "ih", "kh", "kw", "ow", "oh") + (("ic",) if family == "general" else ()):
+            add("ESIZE", family, **{size: 0})
+            add("ESIZE", family, **{size: INT_MIN})
+        add("ESTRIDE", family, sw=0)
+        add("ESTRIDE", family, sh=-1)
+        add("EPAD", family, pl=-1)
+        add("EPAD", family, pt=INT_MIN)
+        add("ECLAMP", family, floats=(1.0, 0.0))
+        add("ECLAMP", family, floats=(NAN, 1.0))
+        add("ECLAMP", family, floats=(0.0, NAN))
+        add("ERANGE", family, oh=3, sh=2**30)              # (oh-1)*sh + kh overflows int arithmetic
+        add("ERANGE", family, ow=2**30, kw=3)
+        add("ERANGE", family, ow=2, sw=INT_MAX)
+        add("ERANGE", family, ih=INT_MAX, iw=INT_MAX, ic=INT_MAX, oc=INT_MAX)  # tensors beyond any address space
+    add("ERANGE", "general", kh=50000, kw=50000, ih=4, iw=4, oh=1, ow=1)  # kh*kw overflows int
+    add("ETAPS", "depthwise", kh=9, kw=9)
+    add("ETAPS", "depthwise", kh=65, kw=1)
+    add("ETAPS", "depthwise", kh=65536, kw=65536)           # kh*kw overflows int
+    for family in ("", "_clamp", "_bias_clamp", "_bias_residual_clamp"):
+        add("EINVAL", family, {"ifmap": None})
+        add("EINVAL", family, {"result": None})
+        add("ESIZE", family, oc=0)
+        add("ESIZE", family, ih=-5)
+        add("EEVEN", family, kh=2)
+        add("EEVEN", family, kw=4)
+        add("ERANGE", family, ih=INT_MAX, iw=INT_MAX, ic=INT_MAX, kh=1, kw=1)
+    for family in ("_clamp", "_bias_clamp", "_bias_residual_clamp"):
+        add("ECLAMP", family, floats=(1.0, -1.0))
+    add("EINVAL", "_bias_clamp", {"bias": None})
+    add("EINVAL", "_bias_residual_clamp", {"bias": None})
+    add("EINVAL", "_bias_residual_clamp", {"residual": None})
+    # Several problems at once: the first in the order of the header's list.
+    add("EINVAL", "general", {"ifmap": None}, oc=0, sw=0)
+    add("ESIZE", "general", oc=0, sw=0, pl=-1)
+    add("ESTRIDE", "depthwise", sw=0, pl=-1, kh=9, kw=9)
+    add("EPAD", "general", floats=(1.0, 0.0), pl=-1)
+    return cases
+
+
+@pytest.mark.parametrize("depthwise", [False, True], ids=["conv", "depthwise"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_pads_as_large_as_an_int(drivers, layout, depthwise):
+    """Every window entirely in the padding (left, top, or right/bottom far past the image): the
+    output is the output stage of zero, and no index or pointer leaves its tensor."""
+    rng = np.random.default_rng(8)
+    c, ih, iw, k = 3, 4, 5, 3
+    ifmap = rng.standard_normal((c, ih, iw)).astype(np.float32)
+    weights = rng.standard_normal((c, k, k) if depthwise else (c, c, k, k)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    windows = [((2, 3), (1, 1), (0, INT_MAX)), ((3, 2), (2, 1), (INT_MAX, 0)), ((2, 2), (3, 5), (INT_MAX, INT_MAX)),
+               ((70, 1), (1, 1), (INT_MAX - 5, 0)),
+               ((2, 2), (2**29, 2**29), (0, 0))]  # no padding, but the second row and column are 2^29 away
+    calls = [window_call(layout, ifmap, weights, out_hw, stride, pad, bias, depthwise=depthwise)
+             for out_hw, stride, pad in windows]
+    first = (numpy_depthwise if depthwise else numpy_conv)(ifmap, weights, 1, 1, (1, 1), (0, 0))[:, 0, 0]
+    for (_, _, pad), (status, arrays) in zip(windows, run_both(drivers, calls)):
+        assert status == V["OK"]
+        got = from_layout(arrays[5], layout)
+        expected = np.broadcast_to(bias[:, None, None], got.shape).copy()
+        if pad == (0, 0):  # only the first output reads the image
+            expected[:, 0, 0] += first
+        assert_matches(got, expected)
+
+
+def test_vanilla_status_codes_are_distinct():
+    assert V["OK"] == 0
+    errors = {k: v for k, v in V.items() if k.startswith("E")}
+    assert set(errors) == {"EINVAL", "ESIZE", "ESTRIDE", "EPAD", "ECLAMP", "EEVEN", "ETAPS", "ERANGE"}
+    assert len(set(errors.values())) == len(errors) and 0 not in errors.values()
+
+
+def test_vanilla_rejects_each_bad_argument_with_its_code(drivers):
+    cases = vanilla_errors()
+    for (code, call), (status, arrays) in zip(cases, run_both(drivers, [c for _, c in cases])):
+        assert status == V[code], (code, call.op, call.ints, call.floats)
+        for before, after in zip(call.arrays, arrays):
+            assert before is None or before.tobytes() == after.tobytes(), "an array changed on error"
+
+
+# ---------------------------------------------------------------------------------------------
+# QVanilla (int8)
+
+QNAMES = ["ih", "iw", "ic", "oh", "ow", "oc", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left",
+          "input_zp", "weight_zp", "output_zp", "act_min", "act_max"]
+
+
+def exact_requantize(acc, multiplier, shift):
+    """Python's exact requantize for any shift (beyond +-100 the result no longer changes)."""
+    return quantization.requantize(int(acc), int(multiplier), max(-100, min(100, int(shift))))
+
+
+def numpy_qconv(x, w, params, oh, ow, q):
+    """int8 reference: padding holds the input zero point; the int32 accumulator wraps around."""
+    ih, iw, ic = x.shape
+    kh, kw, _, oc = w.shape
+    sh, sw, pt, pl = q["stride_h"], q["stride_w"], q["pad_top"], q["pad_left"]
+    padded = np.full((pt + max(ih, (oh - 1) * sh + kh), pl + max(iw, (ow - 1) * sw + kw), ic), q["input_zp"], np.int64)
+    padded[pt:pt + ih, pl:pl + iw] = x
+    acc = np.broadcast_to(params[0].astype(np.int64), (oh, ow, oc)).copy()
+    for ky in range(kh):
+        for kx in range(kw):
+            window = padded[ky:ky + (oh - 1) * sh + 1:sh, kx:kx + (ow - 1) * sw + 1:sw] - q["input_zp"]
+            acc += np.einsum("hwc,co->hwo", window, w[ky, kx].astype(np.int64) - q["weight_zp"])
+    acc = (acc + 2**31) % 2**32 - 2**31
+    out = np.empty((oh, ow, oc), np.int64)
+    for index in np.ndindex(oh, ow, oc):
+        o = index[2]
+        out[index] = exact_requantize(acc[index], params[1][o], params[2][o]) + q["output_zp"]
+    return np.clip(out, q["act_min"], q["act_max"]).astype(np.int8)
+
+
+def qconv_call(x, w, params, oh, ow, q, entry="qvanilla_conv2d_nhwc_s8", null_p=False):
+    (ih, iw, ic), (kh, kw, _, oc) = x.shape, w.shape
+    geometry = dict(ih=ih, iw=iw, ic=ic, oh=oh, ow=ow, oc=oc, kh=kh, kw=kw, **q)
+    output = np.full((oh, ow, oc), 77, np.int8)
+    ints = [geometry[k] for k in QNAMES] + ([int(null_p)] if entry == "qvanilla_conv2d_s8" else [])
+    return Call(entry, [x, w, params, output], ints)
+
+
+def qparams(rng, oc, shifts, multipliers=None, biases=None):
+    multipliers = rng.integers(1 << 30, 1 << 31, oc) if multipliers is None else multipliers
+    biases = rng.integers(-5000, 5000, oc) if biases is None else biases
+    return np.stack([np.resize(biases, oc), np.resize(multipliers, oc), np.resize(shifts, oc)]).astype(np.int32)
+
+
+def qconv_cases():
+    rng = np.random.default_rng(9)
+    cases = []
+    for i, (ih, iw, ic, oc, kh, kw, stride, pad, pad_end, zps, act, params) in enumerate([
+        # padding beyond the kernel on every side, strides, zero points and shifts at their range's ends
+        (7, 9, 5, 12, 3, 3, (2, 3), (4, 5), (4, 6), (-128, 127, 127), (-128, 127),
+         dict(shifts=[-31, 30, 0, -5, 30, -31], multipliers=[INT_MAX, 1, 1 << 30, INT_MIN, 3, 1 << 30])),
+        (6, 6, 3, 8, 3, 3, (1, 1), (1, 1), (1, 1), (127, -128, -128), (0, 6),
+         dict(shifts=[30, -31, 1, 2, -1, 0, 29, -30], multipliers=[1, INT_MAX, 5, 1 << 29, 0, INT_MAX, 2, 1 << 30])),
+        # biases at int32's ends: the accumulator wraps around (as a two's-complement adder would)
+        (4, 4, 2, 4, 2, 2, (1, 1), (0, 0), (1, 1), (0, 0, 0), (-128, 127),
+         dict(shifts=[0, 0, 30, -31], multipliers=[1 << 30, INT_MAX, INT_MAX, INT_MAX],
+              biases=[INT_MAX, INT_MIN, INT_MAX - 10, INT_MIN + 10])),
+        (2, 2, 3, 1030, 1, 1, (1, 1), (0, 0), (0, 0), (3, -2, 5), (-100, 100), dict(shifts=[-3, 0, -31, 30])),
+        (1, 1, 1, 1, 1, 1, (1, 1), (0, 0), (0, 0), (0, 0, 0), (3, 3), dict(shifts=[0])),
+        (5, 1, 4, 6, 9, 1, (2, 1), (3, 0), (4, 0), (-1, 0, -128), (-128, 127), dict(shifts=[-8, -9])),
+    ]):
+        x = rng.integers(-128, 128, (ih, iw, ic)).astype(np.int8)
+        w = rng.integers(-128, 128, (kh, kw, ic, oc)).astype(np.int8)
+        p = qparams(rng, oc, **params)
+        oh, ow = (output_size(*a) for a in zip((ih, iw), (kh, kw), stride, pad, pad_end))
+        q = dict(stride_h=stride[0], stride_w=stride[1], pad_top=pad[0], pad_left=pad[1], input_zp=zps[0],
+                 weight_zp=zps[1], output_zp=zps[2], act_min=act[0], act_max=act[1])
+        want = numpy_qconv(x, w, p, oh, ow, q)
+        for entry in ("qvanilla_conv2d_nhwc_s8", "qvanilla_conv2d_s8"):
+            cases.append((qconv_call(x, w, p, oh, ow, q, entry), want))
+    return cases
+
+
+def test_qvanilla_conv_at_the_ends_of_every_range(drivers):
+    cases = qconv_cases()
+    for (call, want), (status, arrays) in zip(cases, run_both(drivers, [c for c, _ in cases])):
+        assert status == Q["OK"]
+        assert np.array_equal(arrays[3], want)
+
+
+def test_qvanilla_requantize_is_exact_for_any_shift(drivers):
+    rng = np.random.default_rng(1)
+    n = 20000
+    ends = np.array([INT_MIN, INT_MIN + 1, -1, 0, 1, INT_MAX - 1, INT_MAX], np.int64)
+    acc = np.where(rng.random(n) < 0.3, rng.choice(ends, n), rng.integers(INT_MIN, INT_MAX, n, endpoint=True))
+    multiplier = np.where(rng.random(n) < 0.3, rng.choice(ends, n), rng.integers(INT_MIN, INT_MAX, n, endpoint=True))
+    small = np.where(rng.random(n) < 0.5, rng.integers(-8, 9, n), acc >> rng.integers(0, 31, n))
+    acc = np.where(rng.random(n) < 0.3, small, acc)  # small accumulators: results that do not saturate
+    shift = rng.integers(-70, 71, n)
+    shift[:400] = rng.choice([-33, -32, -31, 30, 31, 32, 62, 63, 64, INT_MIN, INT_MAX, INT_MIN + 1], 400)
+    arrays = [a.astype(np.int32) for a in (acc, multiplier, shift, np.zeros(n))]
+    [(status, (_, _, _, got))] = run_both(drivers, [Call("qvanilla_requantize", arrays, [])])
+    want = [exact_requantize(a, m, s) for a, m, s in zip(*arrays[:3])]
+    assert np.array_equal(got, np.array(want, np.int32))
+
+
+def qvanilla_errors():
+    base = dict(ih=4, iw=4, ic=2, oh=2, ow=2, oc=3, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=0, pad_left=0,
+                input_zp=0, weight_zp=0, output_zp=0, act_min=-128, act_max=127)
+    cases = []
+
+    def add(code, arrays=None, null_p=False, **changed):
+        g = dict(base, **changed)
+        pointers = dict(input=one(np.int8), weights=one(np.int8), params=one(np.int32), output=one(np.int8))
+        pointers.update(arrays or {})
+        entries = ["qvanilla_conv2d_s8"] if null_p else ["qvanilla_conv2d_nhwc_s8", "qvanilla_conv2d_s8"]
+        for entry in entries:
+            ints = [g[k] for k in QNAMES] + ([int(null_p)] if entry == "qvanilla_conv2d_s8" else [])
+            cases.append((code, Call(entry, list(pointers.values()), ints)))
+
+    for role in ("input", "weights", "params", "output"):
+        add("EINVAL", {role: None})
+    add("EINVAL", null_p=True)
+    for size in ("ih", "iw", "ic", "oh", "ow", "oc", "kh", "kw"):
+        add("ESIZE", **{size: 0})
+        add("ESIZE", **{size: INT_MIN})
+    add("ESTRIDE", stride_h=0)
+    add("ESTRIDE", stride_w=-2)
+    add("EPAD", pad_top=-1)
+    add("EPAD", pad_left=INT_MIN)
+    add("ECLAMP", act_min=5, act_max=4)
+    add("ECLAMP", act_min=-129)
+    add("ECLAMP", act_max=128)
+    for zp in ("input_zp", "weight_zp", "output_zp"):
+        add("EZEROPOINT", **{zp: 128})
+        add("EZEROPOINT", **{zp: -129})
+        add("EZEROPOINT", **{zp: INT_MIN})
+    add("ERANGE", oh=3, stride_h=2**30)
+    add("ERANGE", ow=2**30)
+    add("ERANGE", ih=INT_MAX, iw=INT_MAX, ic=INT_MAX)
+    add("ERANGE", ic=INT_MAX, oc=INT_MAX, kh=65536, kw=65536, oh=1, ow=1)  # the weights
+    full = dict(input=np.zeros(4 * 4 * 2, np.int8), weights=np.zeros(3 * 3 * 2 * 3, np.int8),
+                output=np.full(2 * 2 * 3, 77, np.int8))
+    for shifts in ([0, 0, 31], [-32, 0, 0], [INT_MIN, 0, 0], [0, INT_MAX, 0]):
+        add("ESHIFT", dict(full, params=np.array([[0] * 3, [1 << 30] * 3, shifts], np.int32)))
+    # Several problems at once: the first in the order of the header's list.
+    add("EINVAL", {"input": None}, oc=0, input_zp=500)
+    add("ECLAMP", act_min=1, act_max=0, output_zp=300, stride_h=2**30, oh=3)
+    add("EZEROPOINT", output_zp=300, stride_h=2**30, oh=3)
+    add("ERANGE", dict(full, params=np.array([[0] * 3, [1] * 3, [99] * 3], np.int32)), stride_h=2**30, oh=3)
+    return cases
+
+
+def test_qvanilla_status_codes_are_distinct():
+    assert Q["OK"] == 0 and (Q["SHIFT_MIN"], Q["SHIFT_MAX"]) == (-31, 30)
+    errors = {k: v for k, v in Q.items() if k.startswith("E")}
+    assert set(errors) == {"EINVAL", "ESIZE", "ESTRIDE", "EPAD", "ECLAMP", "EZEROPOINT", "ERANGE", "ESHIFT"}
+    assert len(set(errors.values())) == len(errors) and 0 not in errors.values()
+
+
+def test_qvanilla_rejects_each_bad_argument_with_its_code(drivers):
+    cases = qvanilla_errors()
+    for (code, call), (status, arrays) in zip(cases, run_both(drivers, [c for _, c in cases])):
+        assert status == Q[code], (code, call.op, call.ints)
+        for before, after in zip(call.arrays, arrays):
+            assert before is None or before.tobytes() == after.tobytes(), "an array changed on error"
+
+
+def test_a_sanitizer_report_fails_the_run(drivers):
+    """The harness itself: a read past an array (ASan) and a signed overflow (UBSan, in the
+    driver's self-test entry) each make the sanitized run fail."""
+    past_the_end = Call("conv2dnchw_general", [one(), one(), None, None, None, one()],
+                        [1, 4, 4, 1, 3, 3, 2, 2, 1, 1, 0, 0], UNBOUNDED)  # valid sizes, 1-element arrays
+    with pytest.raises(AssertionError, match="AddressSanitizer: heap-buffer-overflow"):
+        drivers["sanitized"].run([past_the_end])
+    with pytest.raises(AssertionError, match="runtime error: signed integer overflow"):
+        drivers["sanitized"].run([Call("overflow", [], [INT_MAX])])
+    assert drivers["sanitized"].run([Call("overflow", [], [5])])[0][0] == 6
