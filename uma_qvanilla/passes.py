@@ -13,7 +13,7 @@ from tvm import relay, tir
 from tvm_extension.uma import offloaded_functions, status_checked
 
 from . import quantization
-from .patterns import lower_clamps, split_chain
+from .patterns import constant_operand, lower_clamps, split_chain
 
 TARGET = "qvanilla"
 ATTR = "QVanilla"  # function attribute holding the kernel's scalar parameters
@@ -31,7 +31,7 @@ def _prepare(func: relay.Function) -> relay.Function:
     weight = conv.args[1].data.numpy()  # HWIO
     channels = weight.shape[3]
     params = quantization.channel_params(
-        None if bias_call is None else bias_call.args[1].data.numpy(),
+        None if bias_call is None else constant_operand(bias_call).data.numpy().reshape(-1),
         requant.args[1].data.numpy(), requant.args[3].data.numpy(), channels,
     )
     act_min, act_max = quantization.activation_range(

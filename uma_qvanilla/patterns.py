@@ -6,6 +6,7 @@ ONNX QDQ (after FakeQuantizationToInteger): qnn.conv2d -> nn.bias_add -> maximum
 from typing import Optional
 
 import numpy as np
+from tvm import relay
 from tvm.relay.dataflow_pattern import is_constant, is_op, wildcard
 
 
@@ -17,6 +18,19 @@ def qconv2d_pattern():
     return requant.optional(lambda x: is_op("clip")(x))
 
 
+def chain_operand(call):
+    """The operand of ``call`` that continues the chain: TVM's matcher takes add and maximum
+    as commutative, so their constant may come first."""
+    if call.op.name in ("add", "maximum") and isinstance(call.args[1], relay.Call):
+        return call.args[1]
+    return call.args[0]
+
+
+def constant_operand(call):
+    """The constant of an add, bias_add or maximum in a matched chain."""
+    return call.args[0] if chain_operand(call) is call.args[1] else call.args[1]
+
+
 def split_chain(root):
     """{op name: call} of a matched chain, from the root back to qnn.conv2d."""
     parts, call = {}, root
@@ -24,7 +38,7 @@ def split_chain(root):
         parts[call.op.name] = call
         if call.op.name == "qnn.conv2d":
             return parts
-        call = call.args[0]
+        call = chain_operand(call)
 
 
 def _scalar(const) -> bool:
@@ -64,6 +78,13 @@ def why_not_offloaded(root) -> Optional[str]:
     problem = conv_problem(conv)
     if problem:
         return problem
+    bias_call = parts.get("nn.bias_add") or parts.get("add")
+    if bias_call is not None:
+        bias = constant_operand(bias_call).data.numpy()
+        per_channel = bias.shape in ((int(weight.shape[3]),), (1, 1, 1, int(weight.shape[3])))
+        if bias.dtype != np.int32 or not per_channel or (bias_call.op.name == "nn.bias_add" and
+                                                         int(bias_call.attrs.axis) not in (-1, 3)):
+            return f"bias of shape {list(bias.shape)} ({bias.dtype}) is not int32 per output channel"
     if requant.attrs.out_dtype != "int8":
         return f"requantize to {requant.attrs.out_dtype} (needs int8)"
     if "maximum" in parts and len(set(lower_clamps(parts))) != 1:
@@ -84,6 +105,9 @@ def lower_clamps(parts):
     requant = parts["qnn.requantize"]
     channels = int(parts["qnn.conv2d"].checked_type.shape[-1 if parts["qnn.conv2d"].attrs.data_layout == "NHWC" else 1])
     params = channel_params(None, requant.args[1].data.numpy(), requant.args[3].data.numpy(), channels)
-    threshold = np.broadcast_to(parts["maximum"].args[1].data.numpy().reshape(-1), (channels,))
+    threshold = constant_operand(parts["maximum"]).data.numpy().reshape(-1)
+    if threshold.size not in (1, channels):
+        raise ValueError(f"ReLU threshold of {threshold.size} values for {channels} channels")
+    threshold = np.broadcast_to(threshold, (channels,))
     zp = int(np.asarray(requant.args[4].data.numpy()).reshape(-1)[0])
     return [requantize(int(t), int(m), int(s)) + zp for t, m, s in zip(threshold, params[1], params[2])]

@@ -5,7 +5,7 @@ from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from .codegen import gen_includes
 from .passes import VanillaAcceleratorConv2DPass, describe_output_stage, fold_weights, lift_constants, pack_weights
-from .patterns import conv2d_pattern, conv2d_residual_pattern, why_not_offloaded
+from .patterns import conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, why_not_offloaded
 
 
 class VanillaAcceleratorBackend(UMABackend):
@@ -27,6 +27,7 @@ class VanillaAcceleratorBackend(UMABackend):
         self._register_pattern("conv2d_residual", conv2d_residual_pattern(), self._offloadable)
         self._register_pattern("conv2d", conv2d_pattern(), self._offloadable)
         self._register_pattern("conv2d_bias", conv2d_pattern(activation=False), self._offloadable)
+        self._register_pattern("conv2d_alone", conv2d_alone_pattern(), self._offloadable)
         # After partitioning: every tensor a parameter, each one's role recorded, weights packed.
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, lift_constants())
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, describe_output_stage)

@@ -29,12 +29,12 @@ def describe_output_stage(mod, _ctx):
     for gvar, func in offloaded_functions(mod, "vanilla_accelerator"):
         if ATTR in func.attrs:  # partitioned before (the Python flow partitions, then tvmc.compile)
             continue
-        conv, bias, residual, activation = split_composite(func.body)
+        conv, _, bias, residual, activation = split_composite(func.body)
         kind = activation.op.name if activation is not None else None
         lo, hi = (0.0, FLT_MAX) if kind == "nn.relu" else (-FLT_MAX, FLT_MAX)
         if kind == "clip":
             lo, hi = max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
-        roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias.args[1] if bias is not None else None,
+        roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias,
                  "residual": residual, "slope": activation.args[1] if kind == "nn.prelu" else None}
         stage = {role: _param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
         pad_top, pad_left = (int(p) for p in conv.attrs.padding[:2])

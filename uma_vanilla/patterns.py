@@ -35,14 +35,21 @@ def conv2d_residual_pattern():
 
 
 def conv2d_pattern(activation=True):
-    """conv2d -> [bias] -> [relu|clip|prelu]; without the activation as the last resort."""
+    """conv2d -> [bias] -> [relu|clip|prelu]; without the activation as a fallback."""
     conv = _conv(is_constant())
     return _activation(conv) if activation else conv
+
+
+def conv2d_alone_pattern():
+    """The conv by itself, the last resort: when what follows it cannot be fused (an add of a
+    constant that is not per channel, say), the conv is still offloaded."""
+    return is_op("nn.conv2d")(wildcard(), is_constant())
 
 
 class Parts(NamedTuple):
     conv: relay.Call
     bias: Optional[relay.Call]  # the add / bias_add of a per-channel constant
+    bias_tensor: Optional[relay.Expr]  # its constant (a parameter once offloaded)
     residual: Optional[relay.Expr]  # the tensor added after the bias
     activation: Optional[relay.Call]  # relu / clip / prelu
 
@@ -52,8 +59,15 @@ class Parts(NamedTuple):
 _BIASED = _conv(is_constant() | is_var())
 
 
+def _is_conv(expr) -> bool:
+    return isinstance(expr, relay.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "nn.conv2d"
+
+
 def split_composite(root) -> Parts:
-    """The parts of an expression matched by ``conv2d_pattern``."""
+    """The parts of an expression matched by Vanilla's patterns.
+
+    TVM's pattern matcher takes ``add`` as commutative, so either operand may be the conv's side.
+    """
     activation = residual = None
     expr = root
     if expr.op.name in ("nn.relu", "clip", "nn.prelu"):
@@ -61,8 +75,10 @@ def split_composite(root) -> Parts:
     if not _BIASED.match(expr):  # add(biased conv, residual) in either order
         chain = 0 if _BIASED.match(expr.args[0]) else 1
         residual, expr = expr.args[1 - chain], expr.args[chain]
-    bias = expr if expr.op.name != "nn.conv2d" else None
-    return Parts(expr if bias is None else expr.args[0], bias, residual, activation)
+    if _is_conv(expr):
+        return Parts(expr, None, None, residual, activation)
+    side = 0 if _is_conv(expr.args[0]) else 1  # bias_add(conv, b); add(conv, b) or add(b, conv)
+    return Parts(expr.args[side], expr, expr.args[1 - side], residual, activation)
 
 
 # (feature map, weights) layouts Vanilla's engine reads; NHWC is TFLite's, HWIO what TVM's NHWC conv
@@ -86,8 +102,8 @@ def _static(shape) -> bool:
     return all(isinstance(d, tvm.tir.IntImm) for d in shape)
 
 
-def _bias_problem(add, channels: int, layout: str) -> Optional[str]:
-    bias = add.args[1].checked_type
+def _bias_problem(add, bias_tensor, channels: int, layout: str) -> Optional[str]:
+    bias = bias_tensor.checked_type
     axis = layout.index("C")
     if add.op.name == "nn.bias_add":
         per_channel = [[channels]] if int(add.attrs.axis) % 4 == axis else []
@@ -112,7 +128,7 @@ def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
     Vanilla: NCHW/OIHW or NHWC/HWIO float32, batch 1, no dilation, dense or depthwise, kernel of at most
     ``max_kernel_size`` squared taps (9x1 fits 7x7's buffer); any stride and zero padding.
     """
-    conv, add, residual, activation = split_composite(root)
+    conv, add, bias_tensor, residual, activation = split_composite(root)
     attrs = conv.attrs
     data, weight = conv.args[0].checked_type, conv.args[1].checked_type
     depthwise = is_depthwise(conv)
@@ -140,5 +156,5 @@ def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
         problem = _slope_problem(activation, channels, layout)
         if problem:
             return problem
-    return _bias_problem(add, channels, layout) if add is not None else None
+    return _bias_problem(add, bias_tensor, channels, layout) if add is not None else None
 

@@ -20,6 +20,7 @@ class OffloadReport:
     offloaded: Counter = dataclasses.field(default_factory=collections.Counter)
     on_cpu: Counter = dataclasses.field(default_factory=collections.Counter)
     not_offloaded: Counter = dataclasses.field(default_factory=collections.Counter)  # (op, reason) -> n
+    raised: Counter = dataclasses.field(default_factory=collections.Counter)  # (op, what raised) -> n
 
     def lines(self):
         def counts(counter):
@@ -30,6 +31,9 @@ class OffloadReport:
         if self.not_offloaded:
             reasons = "; ".join(f"{op}: {why} x{n}" for (op, why), n in self.not_offloaded.most_common())
             yield f"[{self.target}] not offloaded: {reasons}"
+        if self.raised:
+            checks = "; ".join(f"{op}: {why} x{n}" for (op, why), n in self.raised.most_common())
+            yield f"[{self.target}] pattern checks that raised (taken as no match): {checks}"
 
     def __str__(self):
         return "\n".join(self.lines())
@@ -62,14 +66,23 @@ def _op_calls(expr):
     return calls
 
 
-def offload_report(backend, mod: tvm.IRModule) -> OffloadReport:
+def _explain(explain, call) -> str:
+    if explain is None:
+        return "pattern did not match"
+    try:
+        return explain(call)
+    except Exception as exc:  # the backend's own code: the report must not stop the compile
+        return f"rejection_reason raised {type(exc).__name__}: {exc}"
+
+
+def offload_report(backend, mod: tvm.IRModule, raised=None) -> OffloadReport:
     """Count, in a partitioned module, what runs on ``backend`` and what stays on the CPU.
 
     ``partition`` leaves the report of the module as partitioned (before the backend's
     post-partitioning passes rewrite the offloaded functions) in ``backend.offload_report``.
     """
     name = backend.target_name
-    report = OffloadReport(name)
+    report = OffloadReport(name, raised=collections.Counter(raised or {}))
     candidates = pattern_ops(backend)
     explain = getattr(backend, "rejection_reason", None)
     mod = relay.transform.InferType()(mod)
@@ -84,7 +97,7 @@ def offload_report(backend, mod: tvm.IRModule) -> OffloadReport:
             for call in _op_calls(func.body):
                 report.on_cpu[call.op.name] += 1
                 if call.op.name in candidates:
-                    why = explain(call) if explain else "pattern did not match"
+                    why = _explain(explain, call)
                     if why:
                         report.not_offloaded[(call.op.name, why)] += 1
     return report
