@@ -1,19 +1,25 @@
-"""Side-by-side figures: a model compiled for Vanilla versus plain TVM's C build.
+"""Side-by-side figures: a model compiled for the extension's backend versus plain TVM's C build and the frameworks.
 
-    python examples/benchmark.py [MODEL ...] [--compile-repeat N] [--runs N]
+    python examples/benchmark.py [MODEL ...] [--compile-repeat N] [--runs N] [--skip-int8]
 
-For the conv-heavy example network and each real model (examples/model_zoo.py) both builds go through TVM's own tvmc to an
-AOT MLF (same executor, runtime and pass options), are built with the same gcc flags and
-run on the same input:
+Float networks (the conv-heavy example network and real models of examples/model_zoo.py) are
+compiled for Vanilla, int8 networks for QVanilla, each also with plain TVM (``--target c``);
+both go through TVM's own tvmc to an AOT MLF (same executor, runtime and pass options), are
+built with the same gcc flags and run on the same input. Beside them, on that input, run what
+a user would pick instead (examples/bench_references.py): TFLite's interpreter with XNNPACK and
+with builtin kernels only for a .tflite model, ONNX Runtime for an .onnx model. One thread each.
 
 * compile wall time of ``tvmc compile`` (median of --compile-repeat runs, interleaved);
 * the host program's code size (``size``: text) and the MLF's workspace and constants;
-* time per inference (median of --runs batches of repeated runs of the host program).
+* time per inference: --runs rounds, each running every runtime in turn (A, B, C, A, B, C ...)
+  for a batch of repeated runs of about 0.2 s; the median over rounds;
+* the model's multiply-accumulates (conv2d and dense/matmul) and GMAC/s per runtime.
 
 This is a benchmark, not a test: it prints ratios measured in one run on one machine.
 """
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -22,39 +28,51 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Dict, List
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model_zoo import fetch  # noqa: E402
-from tvm_extension.mlf import build  # noqa: E402
+import bench_references as refs  # noqa: E402
+from model_zoo import ModelFetchError, fetch  # noqa: E402
+from tvm_extension.mlf import HostBuildError, build  # noqa: E402
 
 EXT = Path(__file__).resolve().parent / "ext"
 TVMC = Path(sys.executable).parent / "tvmc"
 EMBEDDED = ["--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api", "1",
             "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
-MODELS = {
+FLOAT_MODELS = {
     "vgg": {"input": (1, 3, 48, 48)},  # examples/models/vgg.onnx, conv-heavy
     "blazeface": {"input": (1, 128, 128, 3)},
     "kws_on_off_float32": {"serving_default_input_1:0": (1, 98, 1, 104)},
     "mtcnn_pnet": {"input_1": (1, 24, 24, 3)},
     "mtcnn_onet": {"input_3": (1, 48, 48, 3)},
 }
+INT8_MODELS = {
+    "kws_dscnn_int8": {"input_1": (1, 50, 10, 1)},  # int8 inside, float32 input and output
+    "kws_on_off_int8": {"serving_default_input_1:0": (1, 98, 1, 104)},
+}
+MODELS = {**FLOAT_MODELS, **INT8_MODELS}
 BUILDS = {
     "vanilla": ["--target", "vanilla_accelerator", "--experimental-tvm-extension", str(EXT)],
+    "qvanilla": ["--target", "qvanilla", "--experimental-tvm-extension", str(EXT)],
     "plain": ["--target", "c"],
 }
+KINDS = {"float": ("vanilla", FLOAT_MODELS), "int8": ("qvanilla", INT8_MODELS)}  # kind: extension build, models
+PLAIN = "TVM C"
+BATCH_SECONDS = 0.2
 
 
 def compile_once(kind, model, shapes, out):
     shape_text = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in shapes.items())
-    command = [str(TVMC), "compile", *(BUILDS[kind] if isinstance(kind, str) else kind), *EMBEDDED, "--input-shapes", shape_text,
+    command = [str(TVMC), "compile", *BUILDS[kind], *EMBEDDED, "--input-shapes", shape_text,
                str(model), "-f", "mlf", "-o", str(out)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"error: compile of {model.name} ({command[2:4]}) failed: {done.stderr.strip().splitlines()[-1]}")
+        reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise SystemExit(f"error: tvmc compile of {model.name} for {kind} ({' '.join(BUILDS[kind][:2])}) failed: {reason}")
     return seconds
 
 
@@ -71,79 +89,170 @@ def memory(mlf):
     return int(main["workspace_size_bytes"]), int(main.get("constants_size_bytes", 0))
 
 
-def measure(name, compile_repeat, runs, work):
-    shapes = MODELS[name]
+def model_path(name):
     local = Path(__file__).resolve().parent / "models" / f"{name}.onnx"
-    model = local if local.is_file() else fetch(name)
-    times = {kind: [] for kind in BUILDS}
+    return local if local.is_file() else fetch(name)
+
+
+def make_inputs(program, shapes, seed=0):
+    """One input per model input, of the model's dtype: normal floats, integers over the whole range."""
+    rng = np.random.default_rng(seed)
+    dtypes = {t.name: np.dtype(t.dtype) for t in program.inputs}
+    inputs = {}
+    for name, shape in shapes.items():
+        dtype = dtypes[name]
+        if np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            inputs[name] = rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype)
+        else:
+            inputs[name] = rng.standard_normal(shape).astype(dtype)
+    return inputs
+
+
+def host_runner(program, inputs):
+    outputs, _ = program.run(inputs)
+    return refs.Runner(list(outputs.values()), lambda repeat: program.run(inputs, repeat=repeat)[1])
+
+
+def batch_size(runner):
+    """Runs per batch of about BATCH_SECONDS (after a warm-up run)."""
+    first = runner.seconds_per_run(1)
+    probe = max(1, int(0.02 / max(first, 1e-7)))
+    return max(1, round(BATCH_SECONDS / max(runner.seconds_per_run(probe), 1e-7)))
+
+
+def interleaved(runners: Dict[str, refs.Runner], rounds: int) -> Dict[str, float]:
+    """Median seconds per run of each runner; each round times one batch of every runner in turn."""
+    repeats = {label: batch_size(runner) for label, runner in runners.items()}
+    samples = {label: [] for label in runners}
+    for _ in range(rounds):
+        for label, runner in runners.items():
+            samples[label].append(runner.seconds_per_run(repeats[label]))
+    return {label: statistics.median(times) for label, times in samples.items()}
+
+
+def max_difference(ours: List[np.ndarray], theirs: List[np.ndarray]):
+    """Largest absolute difference over all outputs (in the output's units), None if they do not match up."""
+    if len(ours) != len(theirs) or any(a.size != b.size for a, b in zip(ours, theirs)):
+        return None
+    return max(float(np.max(np.abs(a.astype(np.float64).ravel() - b.astype(np.float64).ravel()))) for a, b in zip(ours, theirs))
+
+
+def measure(name, ext, compile_repeat, runs, work):
+    shapes, model = MODELS[name], model_path(name)
+    times = {kind: [] for kind in (ext, "plain")}
     for _ in range(compile_repeat):
-        for kind in BUILDS:
+        for kind in times:
             times[kind].append(compile_once(kind, model, shapes, work / f"{name}-{kind}.tar"))
-    rng = np.random.default_rng(0)
-    inputs = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
-    row = {}
-    for kind in BUILDS:
-        mlf = work / f"{name}-{kind}.tar"
-        program = build(mlf, work / f"{name}-{kind}")
-        outputs, first = program.run(inputs, repeat=1)
-        repeat = max(1, int(0.2 / max(first, 1e-6)))  # batches of about 0.2 s
-        per_run = statistics.median(program.run(inputs, repeat=repeat)[1] for _ in range(runs))
-        row[kind] = dict(compile=statistics.median(times[kind]), text=text_size(program.executable),
-                         memory=memory(mlf), run=per_run, outputs=outputs)
-    error = max(float(np.max(np.abs(a - b))) for a, b in zip(row["vanilla"]["outputs"].values(),
-                                                            row["plain"]["outputs"].values()))
-    return row, error
+    programs = {kind: build(work / f"{name}-{kind}.tar", work / f"{name}-{kind}") for kind in times}
+    inputs = make_inputs(programs["plain"], shapes)
+    runners = {ext: host_runner(programs[ext], inputs), PLAIN: host_runner(programs["plain"], inputs),
+               **refs.references(model, inputs)}
+    framework = next(label for label in runners if label not in (ext, PLAIN))
+    return dict(
+        macs=refs.count_macs(model, shapes),
+        compile={kind: statistics.median(t) for kind, t in times.items()},
+        text={kind: text_size(p.executable) for kind, p in programs.items()},
+        workspace={kind: memory(work / f"{name}-{kind}.tar")[0] for kind in times},
+        seconds=interleaved(runners, runs),
+        notes={label: runner.note for label, runner in runners.items()},
+        diff_plain=max_difference(runners[ext].outputs, runners[PLAIN].outputs),
+        diff_framework=max_difference(runners[ext].outputs, runners[framework].outputs),
+    )
+
+
+def ratio(ours, theirs, digits=1):
+    return f"{ours:.{digits}f} / {theirs:.{digits}f} = " + (f"{ours / theirs:.2f}x" if theirs else "n/a")
+
+
+def print_table(kind, names, compile_repeat, runs, work):
+    ext, _ = KINDS[kind]
+    others = [PLAIN] + [label for label in ("TFLite XNNPACK", "TFLite builtin", "ONNX Runtime")
+                        if any(label in refs.reference_labels(model_path(n)) for n in names)]
+    header = ["model", "MMAC", f"compile s ({ext} / plain = ratio)", "text bytes (ratio)", "workspace bytes (ratio)",
+              "max abs diff vs TVM C / vs framework", f"{ext}: ms, GMAC/s",
+              *(f"{label}: ms, GMAC/s, {ext} speed-up" for label in others)]
+    print(f"\n{kind} networks ({ext} = the extension's build; speed-up = runtime's ms / {ext}'s ms)\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + " --- |" * len(header), flush=True)
+    for name in names:
+        row = measure(name, ext, compile_repeat, runs, work)
+        s, macs = row["seconds"], row["macs"]
+
+        def speed(label):
+            return f"{s[label] * 1e3:.3g} ms, {macs / s[label] / 1e9:.2f} GMAC/s"
+
+        diffs = " / ".join("n/a" if d is None else f"{d:.2g}" for d in (row["diff_plain"], row["diff_framework"]))
+        cells = [
+            name, f"{macs / 1e6:.2f}",
+            ratio(row["compile"][ext], row["compile"]["plain"]),
+            ratio(row["text"][ext], row["text"]["plain"], 0),
+            ratio(row["workspace"][ext], row["workspace"]["plain"], 0),
+            diffs, speed(ext),
+            *(f"{speed(label)}, {s[label] / s[ext]:.2f}x" + (f" ({row['notes'][label]})" if row["notes"][label] else "")
+              if label in s else "–" for label in others),
+        ]
+        print("| " + " | ".join(cells) + " |", flush=True)
 
 
 QUANTIZED_TWINS = [("kws_on_off_int8", "kws_on_off_float32", {"serving_default_input_1:0": (1, 98, 1, 104)})]
-QVANILLA = ["--target", "qvanilla", "--experimental-tvm-extension", str(EXT)]
 
 
 def int8_compile_ratios(repeat, work):
     """Compile time of an int8 network versus its float32 twin, plain TVM and with the backends."""
-    print("\nint8 model | float twin | plain tvmc: int8 / float | with extension (qvanilla int8 / vanilla float)")
-    print("--- | --- | --- | ---")
+    print("\n| int8 model | float twin | plain tvmc: int8 / float | with the extensions: qvanilla int8 / vanilla float |")
+    print("| --- | --- | --- | --- |", flush=True)
     for int8_name, float_name, shapes in QUANTIZED_TWINS:
         int8_model, float_model = fetch(int8_name), fetch(float_name)
         times = {key: [] for key in ("plain8", "plain32", "ext8", "ext32")}
         for _ in range(repeat):
             times["plain8"].append(compile_once("plain", int8_model, shapes, work / "p8.tar"))
             times["plain32"].append(compile_once("plain", float_model, shapes, work / "p32.tar"))
-            times["ext8"].append(compile_once(QVANILLA, int8_model, shapes, work / "e8.tar"))
+            times["ext8"].append(compile_once("qvanilla", int8_model, shapes, work / "e8.tar"))
             times["ext32"].append(compile_once("vanilla", float_model, shapes, work / "e32.tar"))
         t = {k: statistics.median(v) for k, v in times.items()}
-        print(f"{int8_name} | {float_name} | {t['plain8']:.1f} / {t['plain32']:.1f} = {t['plain8'] / t['plain32']:.2f}x"
-              f" | {t['ext8']:.1f} / {t['ext32']:.1f} = {t['ext8'] / t['ext32']:.2f}x", flush=True)
+        print(f"| {int8_name} | {float_name} | {ratio(t['plain8'], t['plain32'])} | {ratio(t['ext8'], t['ext32'])} |",
+              flush=True)
+
+
+def machine_line(runs, compile_repeat):
+    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                if l.startswith("model name")), platform.processor())
+    gcc = subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip() or "?"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"machine: {cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, load {load:.2f} at start; "
+            f"TVM's C built with gcc {gcc} -O2; one thread each (TFLite num_threads=1, ONNX Runtime 1 intra-op and "
+            f"1 inter-op thread, sequential; {refs.versions()}); one input per model; times: median of {runs} "
+            f"interleaved rounds of ~{BATCH_SECONDS} s batches, compile: median of {compile_repeat}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(MODELS)}")
-    parser.add_argument("--compile-repeat", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--skip-int8", action="store_true", help="leave out the int8/float compile-time table")
+    parser.add_argument("models", nargs="*", metavar="MODEL",
+                        help=f"default: all of {', '.join(FLOAT_MODELS)} and, unless --skip-int8, {', '.join(INT8_MODELS)}")
+    parser.add_argument("--compile-repeat", type=int, default=1, help="compiles per build, interleaved (default 1)")
+    parser.add_argument("--runs", type=int, default=5, help="interleaved timing rounds (default 5)")
+    parser.add_argument("--skip-int8", action="store_true",
+                        help="leave out the int8/float compile-time table, and the int8 networks unless named")
     args = parser.parse_args()
-    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                if l.startswith("model name")), platform.processor())
-    print(f"machine: {cpu}, {platform.system()} {platform.machine()}, gcc -O2, one thread")
-    header = ("model", "compile s (vanilla/plain = ratio)", "text bytes (ratio)", "workspace bytes (ratio)",
-              "ms per run (speed-up)", "max |diff|")
-    print(" | ".join(header))
-    print(" | ".join("---" for _ in header))
-    with tempfile.TemporaryDirectory(prefix="bench-") as work:
-        for name in args.models or list(MODELS):
-            row, error = measure(name, args.compile_repeat, args.runs, Path(work))
-            v, p = row["vanilla"], row["plain"]
-            print(" | ".join([
-                name,
-                f"{v['compile']:.1f} / {p['compile']:.1f} = {v['compile'] / p['compile']:.2f}x",
-                f"{v['text']} / {p['text']} = {v['text'] / p['text']:.2f}x",
-                f"{v['memory'][0]} / {p['memory'][0]} = {v['memory'][0] / max(1, p['memory'][0]):.2f}x",
-                f"{v['run'] * 1e3:.2f} / {p['run'] * 1e3:.2f} = {p['run'] / v['run']:.1f}x faster",
-                f"{error:.2g}",
-            ]), flush=True)
-        if not args.skip_int8:
-            int8_compile_ratios(args.compile_repeat, Path(work))
+    unknown = [name for name in args.models if name not in MODELS]
+    if unknown or args.runs < 1 or args.compile_repeat < 1:
+        sys.exit(f"error: unknown model {', '.join(unknown)} (known: {', '.join(MODELS)})" if unknown
+                 else "error: --runs and --compile-repeat must be at least 1")
+    selected = args.models or list(FLOAT_MODELS) + ([] if args.skip_int8 else list(INT8_MODELS))
+    try:
+        for name in selected:
+            refs.require(model_path(name))
+        print(machine_line(args.runs, args.compile_repeat), flush=True)
+        with tempfile.TemporaryDirectory(prefix="bench-") as work:
+            for kind, (_, models) in KINDS.items():
+                names = [name for name in selected if name in models]
+                if names:
+                    print_table(kind, names, args.compile_repeat, args.runs, Path(work))
+            if not args.skip_int8:
+                int8_compile_ratios(args.compile_repeat, Path(work))
+    except (ModelFetchError, HostBuildError, refs.ReferenceError) as err:
+        sys.exit(f"error: {err}")
 
 
 if __name__ == "__main__":
