@@ -16,12 +16,15 @@ from tvm_extension.mlf import build
 pytestmark = pytest.mark.real_model
 
 # name: input shapes, framework reference, convs offloaded (every one of the network's: dense,
-# depthwise, strided, "valid" and asymmetric padding; a regression that offloads fewer fails).
+# depthwise, strided, "valid" and asymmetric padding; a regression that offloads fewer fails),
+# and an output-stage operator the calls must have taken with them.
 NETWORKS = {
-    "blazeface": ({"input": (1, 128, 128, 3)}, tflite_reference, 37),
-    "kws_on_off_float32": ({"serving_default_input_1:0": (1, 98, 1, 104)}, tflite_reference, 79),
-    "mtcnn_pnet": ({"input_1": (1, 24, 24, 3)}, onnxruntime_reference, 5),
-    "mtcnn_onet": ({"input_3": (1, 48, 48, 3)}, onnxruntime_reference, 4),
+    "blazeface": ({"input": (1, 128, 128, 3)}, tflite_reference, 37, "add x16"),
+    "kws_on_off_float32": ({"serving_default_input_1:0": (1, 98, 1, 104)}, tflite_reference, 79, "add x24"),
+    # TFLite's PReLU, imported flattened, is folded back per channel and offloaded with its conv.
+    "face_landmark": ({"input_1": (1, 192, 192, 3)}, tflite_reference, 45, "nn.prelu x23"),
+    "mtcnn_pnet": ({"input_1": (1, 24, 24, 3)}, onnxruntime_reference, 5, "nn.prelu x3"),
+    "mtcnn_onet": ({"input_3": (1, 48, 48, 3)}, onnxruntime_reference, 4, "nn.prelu x4"),
 }
 
 
@@ -31,7 +34,7 @@ def shapes_option(shapes):
 
 @pytest.mark.parametrize("name", list(NETWORKS))
 def test_network(tmp_path, name):
-    shapes, framework_reference, expected_convs = NETWORKS[name]
+    shapes, framework_reference, expected_convs, fused = NETWORKS[name]
     model = fetch(name)
     out = tmp_path / "model.tar"
     done = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", VANILLA_EXT,
@@ -44,6 +47,7 @@ def test_network(tmp_path, name):
     conv_count = re.search(r"nn.conv2d x(\d+)", report.group(1))
     assert conv_count, done.stdout
     assert int(conv_count.group(1)) == int(report.group(2)) == kernel_calls(out) == expected_convs, done.stdout
+    assert fused in report.group(1).split(", "), done.stdout
     offloaded = [t for t in mlf_sources(out).values() if "// offloaded to vanilla_accelerator" in t]
     assert len(offloaded) == expected_convs and not any("for (" in t for t in offloaded)
     # Vanilla reads the model's layout: partitioning added no transposes to what the CPU runs.

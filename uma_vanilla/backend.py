@@ -3,6 +3,8 @@ from tvm import relay
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
+from tvm_extension.uma.fold import fold_batch_norm_pass, unflatten_prelu_pass
+
 from .codegen import gen_includes
 from .passes import VanillaAcceleratorConv2DPass, describe_output_stage, fold_weights, lift_constants, pack_weights
 from .patterns import conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, why_not_offloaded
@@ -19,6 +21,9 @@ class VanillaAcceleratorBackend(UMABackend):
         # Its DMA reads NCHW and NHWC feature maps: models keep their layout, no transposes.
         # Weights only need to be constants (TFLite's float16 ones are cast first).
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, fold_weights())
+        # What frontends leave unfolded: batch norm after a conv (ONNX), TFLite's flattened PReLU.
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, fold_batch_norm_pass())
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, unflatten_prelu_pass())
         # The engine pads by itself: an explicit zero nn.pad (ONNX's auto_pad) goes into the conv.
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, relay.transform.FoldExplicitPadding())
         # Largest first.  When the check rejects a match (a broadcast residual, a PReLU slope along
