@@ -270,3 +270,17 @@ def check_qdq_graph(spec, tmp_path):
 @given(spec=qdq_graph())
 def test_random_int8_conv_graphs(spec, tmp_path_factory):
     check_qdq_graph(spec, tmp_path_factory.mktemp("graph"))
+
+
+INT8_REGRESSIONS = {
+    # ReLU without a bias: maximum(conv, 0) has a scalar constant, which the layout conversion
+    # did not carry into NHWC, so the conv (with its ReLU and requantize) stayed on the CPU.
+    "relu-without-bias": dict(input=(1, 1, 1, 1), layers=[
+        _layer(out=2, kernel=(1, 1), pads="SAME_UPPER", shape=(2, 1, 1), per_channel=False, relu=True,
+               input_zp=0, output_zp=0)], seed=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INT8_REGRESSIONS))
+def test_int8_regressions(name, tmp_path):
+    check_qdq_graph(INT8_REGRESSIONS[name], tmp_path)

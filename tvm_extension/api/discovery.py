@@ -210,6 +210,9 @@ def _installed_owners() -> Dict[Path, str]:
     """{file of a tvm_extension portion: 'distribution NAME VERSION'} for installed distributions."""
     owners = {}
     for dist in importlib_metadata.distributions():
+        record = dist.read_text("RECORD") or ""
+        if f"{PACKAGE}/" not in record:  # reading every distribution's file list costs a second
+            continue
         for file in dist.files or []:
             if file.parts[:1] == (PACKAGE,) and file.suffix == ".py":
                 owners[Path(dist.locate_file(file)).resolve()] = f"distribution {dist.metadata['Name']} {dist.version}"
@@ -243,6 +246,8 @@ def discover(
     if python_path:
         owners = None
         for portion in _python_path_portions():
+            if not any(name.split(".")[1] not in RESERVED_NAMES for name, _, _ in _entries(portion, PACKAGE)):
+                continue  # only the framework's own subpackages here
             owners = _installed_owners() if owners is None else owners
             search.add_portion(portion, portion.parent, f"python path {portion.parent}", owners)
     if entry_points:

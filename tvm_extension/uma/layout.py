@@ -53,6 +53,8 @@ def _is_back_transform(expr, layout: str) -> bool:
 
 def _per_channel(bias: np.ndarray, layout: str, channels: int, axis=None):
     """The bias as a vector if it adds one value per channel of a ``layout`` tensor, else None."""
+    if bias.size == 1 and axis is None:  # one value for all (ReLU's maximum(x, 0)): broadcast it
+        return np.full(channels, bias.reshape(-1)[0], bias.dtype)
     if axis is not None:  # bias_add
         return bias.reshape(-1) if bias.size == channels and axis % len(layout) == layout.index("C") else None
     dims = [1] * (len(layout) - bias.ndim) + list(bias.shape)
