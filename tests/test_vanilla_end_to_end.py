@@ -222,3 +222,20 @@ def test_any_window_and_prelu_offload(tmp_path):
     # onnx.reference (onnx 1.18) gets SAME_UPPER with stride 2 wrong (width 21 -> 10, not 11): onnxruntime instead
     np.testing.assert_allclose(got, onnxruntime_reference(model, inputs)[0], **TOLERANCE)
     np.testing.assert_allclose(got, tvm_cpu_reference(model, inputs)[0], **TOLERANCE)
+
+
+def test_library_flags_reach_the_mlf_and_its_build(tmp_path):
+    """The user's flags for the kernel library (a target attribute) go into the MLF beside its
+    source, its BUILD.md lists them, and the host build compiles that source with them."""
+    out = tmp_path / "flags.tar"
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", "--target-vanilla_accelerator-cflags=-fno-such-option-probe",
+                    "--experimental-tvm-extension", VANILLA_EXT, MODELS / "cnn.onnx",
+                    "-f", "mlf", "-o", out)
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(out) as archive:
+        flags = archive.extractfile("./codegen/host/src/vanilla_accelerator.cflags").read().decode()
+        note = archive.extractfile("./codegen/host/BUILD.md").read().decode()
+    assert flags.split()[-1] == "-fno-such-option-probe"
+    assert f"`vanilla_accelerator.c`: `{flags.strip()}`" in note
+    with pytest.raises(HostBuildError, match="fno-such-option-probe"):
+        build(out, tmp_path / "b")

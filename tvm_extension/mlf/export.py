@@ -89,6 +89,25 @@ def _add_c_libraries(tree: Path):
             copied[relative] = file
 
 
+BUILD_NOTE = """# Building this model
+
+Compile every `.c` file of `codegen/host/src/` and `runtime/src/` with any C99 compiler, with
+`codegen/host/include` and `runtime/include` on the include path, and link them with your
+application (the C interface is `codegen/host/include/tvmgen_<name>.h`).
+{flags}"""
+
+
+def _write_build_note(tree: Path):
+    """How to build the archive's C, and which library sources ask for their own flags."""
+    flagged = sorted((tree / "codegen" / "host" / "src").glob("*.cflags"))
+    flags = "".join(f"* `{p.with_suffix('.c').name}`: `{p.read_text().strip()}`\n" for p in flagged)
+    text = BUILD_NOTE.format(flags=(
+        "\nThese sources ask for extra flags (from `NAME.cflags` beside them; everything else builds with\n"
+        "your own flags, and every source is portable C99, so leaving them out only costs speed):\n\n" + flags
+    ) if flags else "")
+    (tree / "codegen" / "host" / "BUILD.md").write_text(text)
+
+
 def _tensor_shapes(ty):
     if isinstance(ty, relay.TupleType):
         return [shape for field in ty.fields for shape in _tensor_shapes(field)]
@@ -119,6 +138,7 @@ def export_model_library_format(mods, file_name):
         exporter._export_graph_model_library_format(modules, tree)
         _add_shapes(tree, modules)
         _add_c_libraries(tree)
+        _write_build_note(tree)
         partial = file_name.with_name(f".{file_name.name}.partial")
         try:
             exporter._make_tar(tree, partial, modules)

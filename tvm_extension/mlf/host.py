@@ -131,17 +131,31 @@ def build(mlf: os.PathLike, work_dir: os.PathLike, cc: str = "gcc", cflags: Sequ
         raise HostBuildError(f"cannot read MLF archive {mlf}: {exc}") from None
     prefix, inputs, outputs = _describe(tree)
     sources = sorted((tree / "codegen" / "host" / "src").glob("*.c")) + sorted((tree / "runtime" / "src").glob("*.c"))
+    includes = [f"-I{tree / 'codegen' / 'host' / 'include'}", f"-I{tree / 'runtime' / 'include'}"]
+    # A library source with its own flags (NAME.cflags beside it) is compiled on its own with them.
+    objects = []
+    for source in [s for s in sources if s.with_suffix(".cflags").is_file()]:
+        sources.remove(source)
+        objects.append(work_dir / f"{source.stem}.o")
+        extra = source.with_suffix(".cflags").read_text().split()
+        _compile(cc, [*cflags, *extra, *SECTION_GC, "-std=c11", "-c", "-o", str(objects[-1]), *includes, str(source)])
     executable = work_dir / "model"
     command = [
-        cc, *cflags, *SECTION_GC, "-std=c11", "-o", str(executable),
-        f"-I{tree / 'codegen' / 'host' / 'include'}", f"-I{tree / 'runtime' / 'include'}",
+        cc, *cflags, *SECTION_GC, "-std=c11", "-o", str(executable), *includes,
         f'-DMLF_HEADER="{prefix}.h"', f"-DMLF_PREFIX={prefix}",
         "-DMLF_INPUT_SIZES=" + ",".join(str(t.size) for t in inputs),
         "-DMLF_OUTPUT_SIZES=" + ",".join(str(t.size) for t in outputs),
-        str(HARNESS), *map(str, sources), "-lm",
+        str(HARNESS), *map(str, sources), *map(str, objects), "-lm",
     ]
-    done = subprocess.run(command, capture_output=True, text=True)
+    _compile(cc, command[1:])
+    return HostProgram(executable, inputs, outputs)
+
+
+def _compile(cc: str, arguments: Sequence[str]):
+    try:
+        done = subprocess.run([cc, *arguments], capture_output=True, text=True)
+    except OSError as exc:
+        raise HostBuildError(f"cannot run the C compiler {cc}: {exc.strerror}") from None
     if done.returncode != 0:
         first_error = next((l for l in done.stderr.splitlines() if "error" in l), done.stderr.strip()[:300])
         raise HostBuildError(f"{cc} failed to build the MLF: {first_error}")
-    return HostProgram(executable, inputs, outputs)

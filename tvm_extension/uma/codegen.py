@@ -64,6 +64,7 @@ def c_library(backend) -> Dict[str, Union[Path, str]]:
     An included header goes to ``include/`` with its folder's other headers, and that folder's
     ``.c`` sources go to ``src/``.  An included source goes to ``include/``, and one generated
     unit in ``src/`` includes it, so it is compiled once however many functions call it.
+    A source with extra compiler flags gets ``src/NAME.cflags`` beside it (``_source_flags``).
     """
     files: Dict[str, Union[Path, str]] = {}
     sources = []
@@ -77,7 +78,21 @@ def c_library(backend) -> Dict[str, Union[Path, str]]:
                 files[f"{'src' if file.suffix == '.c' else 'include'}/{file.name}"] = file
     if sources:
         files[f"src/{_sources_unit(backend)}"] = "".join(f'#include "{name}"\n' for name in sources)
+    for relative in [r for r in files if r.startswith("src/")]:
+        flags = _source_flags(backend, files[relative])
+        if flags:
+            files[relative[:-len(".c")] + ".cflags"] = flags + "\n"
     return files
+
+
+def _source_flags(backend, source: Union[Path, str]) -> str:
+    """Extra compiler flags of one library source: its library's own (a ``NAME.cflags`` file
+    beside ``NAME.c``, e.g. ``-O3``), then the user's (the backend's ``cflags`` target
+    attribute, e.g. ``--target-vanilla_accelerator-cflags=-march=native``)."""
+    own = source.with_suffix(".cflags") if isinstance(source, Path) else None
+    attrs = getattr(backend, "target_attrs", None) or backend._target_attrs
+    parts = [own.read_text().strip() if own is not None and own.is_file() else "", str(attrs.get("cflags", "")).strip()]
+    return " ".join(p for p in parts if p)
 
 
 # (backend, target attributes, function structure) -> (symbol, C source): offloaded functions
