@@ -51,3 +51,22 @@ def test_conv_batch_norm_is_one_call(tmp_path):
     got = build(out, tmp_path / "b").run({"input": x})[0]["output"]
     for reference in (onnxruntime_reference, tvm_cpu_reference):
         assert_close(got, reference(model, {"input": x})[0], what=reference.__name__)
+
+
+def test_hard_swish_stays_on_cpu_with_the_reason(tmp_path):
+    rng = np.random.default_rng(6)
+    nodes = [helper.make_node("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("HardSigmoid", ["c"], ["h"], alpha=1 / 6, beta=0.5),
+             helper.make_node("Mul", ["c", "h"], ["output"])]
+    weights = numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) / 3).astype(np.float32), "w")
+    model = tmp_path / "hard_swish.onnx"
+    onnx.save(float_model(nodes, [weights], [1, 3, 6, 6], [1, 4, 6, 6], "hard_swish"), model)
+    out = tmp_path / "o.tar"
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", VANILLA_EXT,
+                    model, "-f", "mlf", "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert "[vanilla_accelerator] offloaded: nn.conv2d x1 in 1 functions" in done.stdout
+    assert "not offloaded: clip: hard-sigmoid/hard-swish (clip of x + c): not in Vanilla's output stage x1" in done.stdout
+    x = np.random.default_rng(1).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    got = build(out, tmp_path / "b").run({"input": x})[0]["output"]
+    assert_close(got, onnxruntime_reference(model, {"input": x})[0], what="hard-swish")

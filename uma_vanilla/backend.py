@@ -7,7 +7,9 @@ from tvm_extension.uma.fold import fold_batch_norm_pass, unflatten_prelu_pass
 
 from .codegen import gen_includes
 from .passes import VanillaAcceleratorConv2DPass, describe_output_stage, fold_weights, lift_constants, pack_weights
-from .patterns import conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, why_not_offloaded
+from .patterns import (
+    conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, hard_activation_reason, why_not_offloaded,
+)
 
 
 class VanillaAcceleratorBackend(UMABackend):
@@ -51,6 +53,8 @@ class VanillaAcceleratorBackend(UMABackend):
 
     def rejection_reason(self, call):
         """Why a conv2d stays on the CPU; shown in the offload report."""
+        if call.op.name == "clip":
+            return hard_activation_reason(call)
         return why_not_offloaded(call, self._max_kernel_size()) if call.op.name == "nn.conv2d" else None
 
     @property

@@ -158,3 +158,18 @@ def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
             return problem
     return _bias_problem(add, bias_tensor, channels, layout) if add is not None else None
 
+
+
+def hard_activation_reason(clip) -> Optional[str]:
+    """Why a hard-sigmoid / hard-swish clip stays on the CPU (for the offload report), else None.
+
+    Frontends import them as ``clip(x + 3, 0, 6) / 6`` (times x) or ``clip(x * a + b, 0, 1)``; the
+    output stage clamps a value, it does not compute this curve.
+    """
+    operand = clip.args[0]
+    bounds = (float(clip.attrs.a_min), float(clip.attrs.a_max))
+    shifted = isinstance(operand, relay.Call) and isinstance(operand.op, tvm.ir.Op) and operand.op.name == "add" and any(
+        isinstance(a, relay.Constant) for a in operand.args)
+    if shifted and bounds in ((0.0, 6.0), (0.0, 1.0)):
+        return "hard-sigmoid/hard-swish (clip of x + c): not in Vanilla's output stage"
+    return None
