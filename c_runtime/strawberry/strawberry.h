@@ -1,0 +1,145 @@
+/* Strawberry accelerator: C API of a host model of the hardware.
+ *
+ * Strawberry is Vanilla's Conv2D engine behind a scratchpad of its own: the engine reads and
+ * writes only the scratchpad, and a DMA engine moves tiles between host memory and it.  A
+ * compiled layer therefore looks like
+ *
+ *     strawberry_begin(configuration);                    once per layer
+ *     strawberry_dma_in(weights); strawberry_dma_in(ifmap tile);
+ *     strawberry_conv2d_nchw(scratchpad addresses...);     compute
+ *     strawberry_dma_out(ofmap tile);                      (repeated per tile)
+ *
+ * Scratchpad addresses are byte offsets from the scratchpad's start (int32_t, multiples of 4:
+ * every element is a float32).  The model keeps, per scratchpad element, whether a transfer or
+ * a computation has written it since the layer began: reading anything else is an error, so a
+ * compiler that forgets a transfer is caught instead of computing on stale data.
+ *
+ * Every entry returns STRAWBERRY_OK or one of the codes below; on an error it changed nothing
+ * (no scratchpad or host byte, no counter) and printed one line on stderr:
+ *     strawberry: <entry>: <what is wrong> (STRAWBERRY_E...)
+ * (also kept for strawberry_last_error()).  When several things are wrong, the code listed
+ * first here comes back. */
+#ifndef STRAWBERRY_H_
+#define STRAWBERRY_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRAWBERRY_OK 0
+#define STRAWBERRY_ENOTREADY 1  /* a transfer or computation before strawberry_init/strawberry_begin */
+#define STRAWBERRY_ECONFIG 2    /* a bad configuration (scratchpad size not a positive multiple of 4 or above
+                                 * STRAWBERRY_MAX_SPAD_BYTES, a rate below 1), or strawberry_begin with another
+                                 * configuration than the device has: the code was compiled for another chip */
+#define STRAWBERRY_ENOMEM 3     /* the host could not allocate the scratchpad model */
+#define STRAWBERRY_EINVAL 4     /* a NULL host pointer */
+#define STRAWBERRY_ESIZE 5      /* a tile, tensor, channel, kernel or output extent below 1 */
+#define STRAWBERRY_ESTRIDE 6    /* a negative host stride (DMA) or a convolution stride below 1 */
+#define STRAWBERRY_EWINDOW 7    /* the window does not fit the input tile: (oh-1)*stride_h + kh > ih, or the same in w */
+#define STRAWBERRY_ECLAMP 8     /* lo > hi, or a NaN bound */
+#define STRAWBERRY_EHOST 9      /* dma_out: the tile is not inside the host tensor; or a host tensor too large to index */
+#define STRAWBERRY_EADDR 10     /* a scratchpad region outside the scratchpad, or an address not a multiple of 4 */
+#define STRAWBERRY_EUNWRITTEN 11 /* reads scratchpad elements nothing has written since the layer began */
+#define STRAWBERRY_EOVERLAP 12  /* a computation's output region overlaps one of its input regions */
+#define STRAWBERRY_EENGINE 13   /* the conv engine refused the layer (Vanilla's status in the message) */
+
+/* Largest scratchpad the model simulates (1 GiB). */
+#define STRAWBERRY_MAX_SPAD_BYTES (1 << 30)
+
+/* No tensor: pass as the bias, residual or slope address of a computation to leave it out. */
+#define STRAWBERRY_NONE (-1)
+
+/* (Re)initialise the device: a scratchpad of spad_bytes bytes (its contents unwritten), the
+ * DMA's rate (bytes per cycle) and set-up cost (cycles per transfer), the engine's MACs per
+ * cycle (used by the counters' cycle estimates); all counters cleared.  If the environment
+ * variable STRAWBERRY_REPORT is set at the first initialisation, the counters are printed at
+ * exit: on stderr for "1", else appended to the file it names. */
+int32_t strawberry_init(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles,
+                        int32_t macs_per_cycle);
+
+/* What every compiled layer calls first.  On a device not yet initialised: strawberry_init with
+ * this configuration (the mock's power-on).  On an initialised one: STRAWBERRY_ECONFIG unless the
+ * configuration is the same.  Then the whole scratchpad counts as unwritten: nothing a previous
+ * layer left there may be read.  Counters go on counting (layers counts the calls). */
+int32_t strawberry_begin(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles,
+                         int32_t macs_per_cycle);
+
+/* Host memory -> scratchpad: a 3-D tile of float32.
+ * The host tensor has extents ext0 x ext1 x ext2, element (i0, i1, i2) at
+ * host[i0*stride0 + i1*stride1 + i2*stride2] (strides in elements, >= 0).  The tile is the
+ * n0 x n1 x n2 box starting at (start0, start1, start2) of that tensor; it may reach outside
+ * (starts may be negative): those elements are zeros (padding), no host byte is read for them.
+ * It is stored densely at spad_addr: element (j0, j1, j2) at spad_addr + 4*((j0*n1 + j1)*n2 + j2). */
+int32_t strawberry_dma_in(int32_t spad_addr, float* host, int32_t ext0, int32_t ext1, int32_t ext2,
+                          int32_t stride0, int32_t stride1, int32_t stride2, int32_t start0, int32_t start1,
+                          int32_t start2, int32_t n0, int32_t n1, int32_t n2);
+
+/* Scratchpad -> host memory: the same tile description, the tile lying inside the host tensor
+ * (STRAWBERRY_EHOST otherwise), the scratchpad region entirely written (STRAWBERRY_EUNWRITTEN). */
+int32_t strawberry_dma_out(float* host, int32_t spad_addr, int32_t ext0, int32_t ext1, int32_t ext2,
+                           int32_t stride0, int32_t stride1, int32_t stride2, int32_t start0, int32_t start1,
+                           int32_t start2, int32_t n0, int32_t n1, int32_t n2);
+
+/* The conv engine on scratchpad tiles (Vanilla's, see vanilla_accelerator.h): a "valid"
+ * convolution of an input tile that the DMA has already padded, then the output stage
+ *     v = conv + bias[o] + residual;  v = v < 0 ? slope[o] * v : v;  out = clamp(v, lo, hi).
+ *   nchw: ifmap [ic][ih][iw], residual and ofmap [oc][oh][ow];
+ *   nhwc: ifmap [ih][iw][ic], residual and ofmap [oh][ow][oc];
+ *   weights [oc][ic][kh][kw], bias and slope [oc]; all float32 at the given scratchpad addresses.
+ * Output (y, x) reads input rows y*stride_h + 0..kh-1, columns x*stride_w + 0..kw-1.
+ * bias, residual and slope may be STRAWBERRY_NONE.  Every input region must be written since the
+ * layer began, and the ofmap region may not overlap any of them (inputs may overlap each other). */
+int32_t strawberry_conv2d_nchw(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual, int32_t slope,
+                               int32_t ofmap, int32_t oc, int32_t iw, int32_t ih, int32_t ic, int32_t kh, int32_t kw,
+                               int32_t ow, int32_t oh, int32_t stride_w, int32_t stride_h, float lo, float hi);
+int32_t strawberry_conv2d_nhwc(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual, int32_t slope,
+                               int32_t ofmap, int32_t oc, int32_t iw, int32_t ih, int32_t ic, int32_t kh, int32_t kw,
+                               int32_t ow, int32_t oh, int32_t stride_w, int32_t stride_h, float lo, float hi);
+
+/* Depthwise (output channel c reads input channel c only): ifmap has `channels` channels,
+ * weights [channels][kh][kw]; otherwise as above. */
+int32_t strawberry_depthwise_conv2d_nchw(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual,
+                                         int32_t slope, int32_t ofmap, int32_t channels, int32_t iw, int32_t ih,
+                                         int32_t kh, int32_t kw, int32_t ow, int32_t oh, int32_t stride_w,
+                                         int32_t stride_h, float lo, float hi);
+int32_t strawberry_depthwise_conv2d_nhwc(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual,
+                                         int32_t slope, int32_t ofmap, int32_t channels, int32_t iw, int32_t ih,
+                                         int32_t kh, int32_t kw, int32_t ow, int32_t oh, int32_t stride_w,
+                                         int32_t stride_h, float lo, float hi);
+
+/* What the device has done since strawberry_init. */
+typedef struct {
+  int64_t layers;          /* strawberry_begin calls */
+  int64_t dma_in_calls, dma_out_calls;
+  int64_t dma_in_bytes;    /* host bytes read (padding excluded) */
+  int64_t dma_pad_bytes;   /* scratchpad bytes zero-filled as padding */
+  int64_t dma_out_bytes;   /* host bytes written */
+  int64_t dma_cycles;      /* per transfer: setup + ceil(scratchpad bytes / bytes per cycle) */
+  int64_t compute_calls;
+  int64_t macs;
+  int64_t compute_cycles;  /* per computation: ceil(macs / macs per cycle) */
+  int64_t spad_high_water; /* highest scratchpad byte address written, plus one */
+} strawberry_counters;
+
+/* Copies the counters into *out (zeros before the first initialisation); NULL is ignored. */
+void strawberry_get_counters(strawberry_counters* out);
+
+/* Prints the counters and the configuration, one "key: value" per line, to stderr. */
+void strawberry_report(void);
+
+/* The scratchpad size of the device (0 before initialisation). */
+int32_t strawberry_spad_bytes(void);
+
+/* The message of the last error ("" if none yet). */
+const char* strawberry_last_error(void);
+
+/* Frees the scratchpad model; the device is uninitialised again (counters cleared). */
+void strawberry_shutdown(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STRAWBERRY_H_ */
