@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from uma_qvanilla import quantization
+from uma_qvanilla import packing, quantization
 
 VANILLA = ROOT / "c_runtime" / "vanilla"
 QVANILLA = ROOT / "c_runtime" / "qvanilla"
@@ -114,6 +114,21 @@ int main(void) {
                                     (int8_t*)a[3], n[17] ? NULL : &p);
         break;
       }
+      case 15:
+        status = qvanilla_conv2d_nhwc_packed_s8((int8_t*)a[0], (int16_t*)a[1], (int32_t*)a[2], (int8_t*)a[3], n[0],
+                                                n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11],
+                                                n[12], n[13], n[14], n[15]);
+        break;
+      case 16:
+        status = qvanilla_depthwise_conv2d_nhwc_s8((int8_t*)a[0], (int8_t*)a[1], (int32_t*)a[2], (int8_t*)a[3], n[0],
+                                                   n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11],
+                                                   n[12], n[13], n[14], n[15]);
+        break;
+      case 17:
+        status = qvanilla_depthwise_conv2d_nhwc_packed_s8((int8_t*)a[0], (int16_t*)a[1], (int32_t*)a[2],
+                                                          (int8_t*)a[3], n[0], n[1], n[2], n[3], n[4], n[5], n[6],
+                                                          n[7], n[8], n[9], n[10], n[11], n[12], n[13], n[14]);
+        break;
       case 14: { /* qvanilla_requantize over arrays: acc, multiplier, shift -> result */
         const int32_t *acc = (const int32_t*)a[0], *m = (const int32_t*)a[1], *s = (const int32_t*)a[2];
         int32_t* out = (int32_t*)a[3];
@@ -141,7 +156,9 @@ int main(void) {
 OPS = {"conv2dnchw_general": 0, "conv2dnhwc_general": 1, "depthwise_conv2dnchw": 2, "depthwise_conv2dnhwc": 3,
        "conv2dnchw": 4, "conv2dnhwc": 5, "conv2dnchw_clamp": 6, "conv2dnhwc_clamp": 7, "conv2dnchw_bias_clamp": 8,
        "conv2dnhwc_bias_clamp": 9, "conv2dnchw_bias_residual_clamp": 10, "conv2dnhwc_bias_residual_clamp": 11,
-       "qvanilla_conv2d_nhwc_s8": 12, "qvanilla_conv2d_s8": 13, "qvanilla_requantize": 14, "overflow": 99}
+       "qvanilla_conv2d_nhwc_s8": 12, "qvanilla_conv2d_s8": 13, "qvanilla_requantize": 14,
+       "qvanilla_conv2d_nhwc_packed_s8": 15, "qvanilla_depthwise_conv2d_nhwc_s8": 16,
+       "qvanilla_depthwise_conv2d_nhwc_packed_s8": 17, "overflow": 99}
 
 
 def status_codes(header, prefix):
@@ -168,7 +185,7 @@ class Call:
             if a is None:
                 parts.append(struct.pack("=iq", 0, 0))
             else:
-                assert a.size > 0 and a.dtype in (np.float32, np.int8, np.int32)
+                assert a.size > 0 and a.dtype in (np.float32, np.int8, np.int16, np.int32)
                 parts.append(struct.pack("=iq", a.itemsize, a.size) + np.ascontiguousarray(a).tobytes())
         return b"".join(parts)
 
@@ -544,6 +561,16 @@ def test_vanilla_rejects_each_bad_argument_with_its_code(drivers):
 
 QNAMES = ["ih", "iw", "ic", "oh", "ow", "oc", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left",
           "input_zp", "weight_zp", "output_zp", "act_min", "act_max"]
+# Each entry's integer arguments, in order (a depthwise entry's "ic" is its channel count).
+QENTRIES = {
+    "qvanilla_conv2d_nhwc_s8": QNAMES,
+    "qvanilla_conv2d_s8": QNAMES,  # the struct, and a flag: pass p = NULL
+    "qvanilla_conv2d_nhwc_packed_s8": [n for n in QNAMES if n != "weight_zp"],
+    "qvanilla_depthwise_conv2d_nhwc_s8": [n for n in QNAMES if n != "oc"],
+    "qvanilla_depthwise_conv2d_nhwc_packed_s8": [n for n in QNAMES if n not in ("oc", "weight_zp")],
+}
+QDENSE = ["qvanilla_conv2d_nhwc_s8", "qvanilla_conv2d_s8", "qvanilla_conv2d_nhwc_packed_s8"]
+QDEPTHWISE = ["qvanilla_depthwise_conv2d_nhwc_s8", "qvanilla_depthwise_conv2d_nhwc_packed_s8"]
 
 
 def exact_requantize(acc, multiplier, shift):
@@ -552,9 +579,11 @@ def exact_requantize(acc, multiplier, shift):
 
 
 def numpy_qconv(x, w, params, oh, ow, q):
-    """int8 reference: padding holds the input zero point; the int32 accumulator wraps around."""
+    """int8 reference: padding holds the input zero point; the int32 accumulator wraps around.
+    ``w`` is HWIO, or [kh][kw][channels] for a depthwise conv."""
     ih, iw, ic = x.shape
-    kh, kw, _, oc = w.shape
+    depthwise = w.ndim == 3
+    kh, kw, oc = w.shape[0], w.shape[1], w.shape[-1]
     sh, sw, pt, pl = q["stride_h"], q["stride_w"], q["pad_top"], q["pad_left"]
     padded = np.full((pt + max(ih, (oh - 1) * sh + kh), pl + max(iw, (ow - 1) * sw + kw), ic), q["input_zp"], np.int64)
     padded[pt:pt + ih, pl:pl + iw] = x
@@ -562,20 +591,33 @@ def numpy_qconv(x, w, params, oh, ow, q):
     for ky in range(kh):
         for kx in range(kw):
             window = padded[ky:ky + (oh - 1) * sh + 1:sh, kx:kx + (ow - 1) * sw + 1:sw] - q["input_zp"]
-            acc += np.einsum("hwc,co->hwo", window, w[ky, kx].astype(np.int64) - q["weight_zp"])
+            tap = w[ky, kx].astype(np.int64) - q["weight_zp"]
+            acc += window * tap if depthwise else np.einsum("hwc,co->hwo", window, tap)
+    return numpy_output_stage(acc, params, q)
+
+
+def numpy_output_stage(acc, params, q):
+    """clamp(output_zp + requantize(acc wrapped to int32)) per channel (the last axis)."""
     acc = (acc + 2**31) % 2**32 - 2**31
-    out = np.empty((oh, ow, oc), np.int64)
-    for index in np.ndindex(oh, ow, oc):
-        o = index[2]
+    out = np.empty(acc.shape, np.int64)
+    for index in np.ndindex(*acc.shape):
+        o = index[-1]
         out[index] = exact_requantize(acc[index], params[1][o], params[2][o]) + q["output_zp"]
     return np.clip(out, q["act_min"], q["act_max"]).astype(np.int8)
 
 
-def qconv_call(x, w, params, oh, ow, q, entry="qvanilla_conv2d_nhwc_s8", null_p=False):
-    (ih, iw, ic), (kh, kw, _, oc) = x.shape, w.shape
+def qcall(entry, x, w, params, oh, ow, q, null_p=False):
+    """A call of ``entry`` on a graph's tensors: x [ih][iw][ic] and HWIO (or [kh][kw][channels])
+    weights w with their zero points, params [bias, multiplier, shift]; packed entries get the
+    weights and biases packed as the compiler packs them (uma_qvanilla.packing)."""
+    (ih, iw, ic), (kh, kw), oc = x.shape, w.shape[:2], w.shape[-1]
+    if "packed" in entry:
+        pack = packing.pack_depthwise if "depthwise" in entry else packing.pack_conv
+        w, bias = pack(w, q["weight_zp"], q["input_zp"], params[0])
+        params = np.stack([bias, params[1], params[2]]).astype(np.int32)
     geometry = dict(ih=ih, iw=iw, ic=ic, oh=oh, ow=ow, oc=oc, kh=kh, kw=kw, **q)
     output = np.full((oh, ow, oc), 77, np.int8)
-    ints = [geometry[k] for k in QNAMES] + ([int(null_p)] if entry == "qvanilla_conv2d_s8" else [])
+    ints = [geometry[k] for k in QENTRIES[entry]] + ([int(null_p)] if entry == "qvanilla_conv2d_s8" else [])
     return Call(entry, [x, w, params, output], ints)
 
 
@@ -585,10 +627,27 @@ def qparams(rng, oc, shifts, multipliers=None, biases=None):
     return np.stack([np.resize(biases, oc), np.resize(multipliers, oc), np.resize(shifts, oc)]).astype(np.int32)
 
 
-def qconv_cases():
-    rng = np.random.default_rng(9)
+def qcases(depthwise, rows, seed):
+    """(call, expected output) of each entry of the kind (dense or depthwise) for each row
+    (ih, iw, ic, oc, kh, kw, stride, pad, pad_end, (input_zp, weight_zp, output_zp), (act_min, act_max),
+    qparams' keywords); a depthwise row's oc is its ic."""
+    rng = np.random.default_rng(seed)
     cases = []
-    for i, (ih, iw, ic, oc, kh, kw, stride, pad, pad_end, zps, act, params) in enumerate([
+    for ih, iw, ic, oc, kh, kw, stride, pad, pad_end, zps, act, params in rows:
+        x = rng.integers(-128, 128, (ih, iw, ic)).astype(np.int8)
+        w = rng.integers(-128, 128, (kh, kw, ic) if depthwise else (kh, kw, ic, oc)).astype(np.int8)
+        p = qparams(rng, oc, **params)
+        oh, ow = (output_size(*a) for a in zip((ih, iw), (kh, kw), stride, pad, pad_end))
+        q = dict(stride_h=stride[0], stride_w=stride[1], pad_top=pad[0], pad_left=pad[1], input_zp=zps[0],
+                 weight_zp=zps[1], output_zp=zps[2], act_min=act[0], act_max=act[1])
+        want = numpy_qconv(x, w, p, oh, ow, q)
+        for entry in QDEPTHWISE if depthwise else QDENSE:
+            cases.append((qcall(entry, x, w, p, oh, ow, q), want))
+    return cases
+
+
+def qconv_cases():
+    return qcases(False, [
         # padding beyond the kernel on every side, strides, zero points and shifts at their range's ends
         (7, 9, 5, 12, 3, 3, (2, 3), (4, 5), (4, 6), (-128, 127, 127), (-128, 127),
          dict(shifts=[-31, 30, 0, -5, 30, -31], multipliers=[INT_MAX, 1, 1 << 30, INT_MIN, 3, 1 << 30])),
@@ -601,24 +660,83 @@ def qconv_cases():
         (2, 2, 3, 1030, 1, 1, (1, 1), (0, 0), (0, 0), (3, -2, 5), (-100, 100), dict(shifts=[-3, 0, -31, 30])),
         (1, 1, 1, 1, 1, 1, (1, 1), (0, 0), (0, 0), (0, 0, 0), (3, 3), dict(shifts=[0])),
         (5, 1, 4, 6, 9, 1, (2, 1), (3, 0), (4, 0), (-1, 0, -128), (-128, 127), dict(shifts=[-8, -9])),
-    ]):
-        x = rng.integers(-128, 128, (ih, iw, ic)).astype(np.int8)
-        w = rng.integers(-128, 128, (kh, kw, ic, oc)).astype(np.int8)
-        p = qparams(rng, oc, **params)
-        oh, ow = (output_size(*a) for a in zip((ih, iw), (kh, kw), stride, pad, pad_end))
-        q = dict(stride_h=stride[0], stride_w=stride[1], pad_top=pad[0], pad_left=pad[1], input_zp=zps[0],
-                 weight_zp=zps[1], output_zp=zps[2], act_min=act[0], act_max=act[1])
-        want = numpy_qconv(x, w, p, oh, ow, q)
-        for entry in ("qvanilla_conv2d_nhwc_s8", "qvanilla_conv2d_s8"):
-            cases.append((qconv_call(x, w, p, oh, ow, q, entry), want))
-    return cases
+        # tiles of windows across output rows, odd pixel counts, channels not a multiple of 4
+        (9, 13, 16, 13, 3, 3, (1, 1), (1, 1), (1, 1), (5, 0, -3), (-128, 127), dict(shifts=[-9, -10, -8])),
+        (3, 70, 40, 7, 1, 3, (1, 2), (0, 30), (0, 31), (-7, 2, 0), (-20, 90), dict(shifts=[-7])),
+        (11, 1, 104, 9, 3, 1, (1, 1), (1, 0), (1, 0), (4, -3, 1), (-128, 127), dict(shifts=[-10, -11])),
+        # the longest windows of the fast path (4096 entries, two per tile), and longer ones (direct loops)
+        (2, 4, 512, 5, 2, 4, (1, 1), (0, 1), (1, 2), (9, -1, 2), (-128, 127), dict(shifts=[-12])),
+        (4, 3, 520, 6, 3, 3, (2, 1), (1, 1), (1, 1), (-9, 1, -2), (-128, 127), dict(shifts=[-13, 2])),
+    ], seed=9)
 
 
-def test_qvanilla_conv_at_the_ends_of_every_range(drivers):
-    cases = qconv_cases()
+def qdepthwise_cases():
+    return qcases(True, [
+        (7, 9, 5, 5, 3, 3, (2, 3), (4, 5), (4, 6), (-128, 127, 127), (-128, 127),
+         dict(shifts=[-31, 30, 0, -5, 30], multipliers=[INT_MAX, 1, 1 << 30, INT_MIN, 3])),
+        (6, 6, 16, 16, 3, 3, (1, 1), (1, 1), (1, 1), (127, -128, -128), (0, 6),
+         dict(shifts=[30, -31, 1, 2, -1, 0, 29, -30], multipliers=[1, INT_MAX, 5, 1 << 29, 0, INT_MAX, 2, 1 << 30])),
+        (4, 4, 17, 17, 2, 2, (1, 1), (0, 0), (1, 1), (0, 0, 0), (-128, 127),
+         dict(shifts=[0, 0, 30, -31], multipliers=[1 << 30, INT_MAX, INT_MAX, INT_MAX],
+              biases=[INT_MAX, INT_MIN, INT_MAX - 10, INT_MIN + 10])),
+        (1, 1, 1, 1, 1, 1, (1, 1), (0, 0), (0, 0), (0, 0, 0), (3, 3), dict(shifts=[0])),
+        # keyword spotting's 9x1 on 120 channels (7 vectors of 16 and a tail of 8), strided
+        (13, 1, 120, 120, 9, 1, (2, 1), (4, 0), (4, 0), (-6, 0, 3), (-128, 127), dict(shifts=[-8, -9])),
+        # two blocks of channels (256 + 44), with a tail
+        (3, 4, 300, 300, 3, 3, (1, 1), (1, 1), (1, 1), (2, -5, 0), (-50, 127), dict(shifts=[-9])),
+        # more taps than one pointer group (64): two groups, and a tail of channels
+        (5, 6, 20, 20, 9, 9, (1, 2), (4, 4), (4, 4), (1, 3, -1), (-128, 127), dict(shifts=[-12, -11])),
+        (4, 80, 7, 7, 1, 65, (3, 1), (0, 40), (0, 30), (-3, 4, 9), (-128, 127), dict(shifts=[-10])),
+        # the plain entry beyond its weight buffer (4096 int16): one channel at a time
+        (3, 3, 3, 3, 65, 65, (1, 1), (62, 63), (2, 1), (-2, 7, 0), (-128, 127), dict(shifts=[-14])),
+    ], seed=10)
+
+
+@pytest.mark.parametrize("kind", ["conv", "depthwise"])
+def test_qvanilla_at_the_ends_of_every_range(drivers, kind):
+    """Every entry (plain, struct, packed) equals the reference bit for bit."""
+    cases = qconv_cases() if kind == "conv" else qdepthwise_cases()
     for (call, want), (status, arrays) in zip(cases, run_both(drivers, [c for c, _ in cases])):
-        assert status == Q["OK"]
-        assert np.array_equal(arrays[3], want)
+        assert status == Q["OK"], (call.op, call.ints)
+        assert np.array_equal(arrays[3], want), (call.op, call.ints)
+
+
+@pytest.mark.parametrize("kind", ["conv", "depthwise"])
+def test_qvanilla_pads_as_large_as_an_int(drivers, kind):
+    """Windows entirely in the padding, far past the image on any side: the output is the output
+    stage of the bias alone, and no index or pointer leaves its tensor."""
+    rng = np.random.default_rng(12)
+    c, ih, iw, k = 5, 4, 5, 3
+    x = rng.integers(-128, 128, (ih, iw, c)).astype(np.int8)
+    w = rng.integers(-128, 128, (k, k, c) if kind == "depthwise" else (k, k, c, c)).astype(np.int8)
+    p = qparams(rng, c, shifts=[-6, -7])
+    zps = dict(input_zp=-17, weight_zp=3, output_zp=4, act_min=-128, act_max=127)
+    windows = [((2, 3), (1, 1), (0, INT_MAX)), ((3, 2), (2, 1), (INT_MAX, 0)), ((2, 2), (3, 5), (INT_MAX, INT_MAX)),
+               ((70, 1), (1, 1), (INT_MAX - 5, 0)),
+               ((2, 2), (2**29, 2**29), (0, 0))]  # no padding, but the second row and column are 2^29 away
+    sums = exact_sums(x, w, p, zps)  # of the one output that reads the image
+    calls, expected = [], []
+    for (oh, ow), stride, pad in windows:
+        q = dict(stride_h=stride[0], stride_w=stride[1], pad_top=pad[0], pad_left=pad[1], **zps)
+        acc = np.broadcast_to(p[0].astype(np.int64), (oh, ow, c)).copy()
+        if pad == (0, 0):
+            acc[0, 0] = sums
+        want = numpy_output_stage(acc, p, q)
+        for entry in QDEPTHWISE if kind == "depthwise" else QDENSE:
+            calls.append(qcall(entry, x, w, p, oh, ow, q))
+            expected.append(want)
+    for call, want, (status, arrays) in zip(calls, expected, run_both(drivers, calls)):
+        assert status == Q["OK"], (call.op, call.ints)
+        assert np.array_equal(arrays[3], want), (call.op, call.ints)
+
+
+def exact_sums(x, w, params, q):
+    """bias + sum (x - input_zp) * (w - weight_zp) of the window at the input's top left corner."""
+    kh, kw = w.shape[:2]
+    window = x[:kh, :kw].astype(np.int64) - q["input_zp"]
+    taps = w.astype(np.int64) - q["weight_zp"]
+    sums = (window * taps).sum(axis=(0, 1)) if w.ndim == 3 else np.einsum("hwc,hwco->o", window, taps)
+    return params[0].astype(np.int64) + sums
 
 
 def test_qvanilla_requantize_is_exact_for_any_shift(drivers):
@@ -638,17 +756,21 @@ def test_qvanilla_requantize_is_exact_for_any_shift(drivers):
 
 
 def qvanilla_errors():
+    """(expected code name, Call) for each kind of bad argument of every QVanilla conv entry that
+    has the argument."""
     base = dict(ih=4, iw=4, ic=2, oh=2, ow=2, oc=3, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=0, pad_left=0,
                 input_zp=0, weight_zp=0, output_zp=0, act_min=-128, act_max=127)
     cases = []
 
-    def add(code, arrays=None, null_p=False, **changed):
+    def add(code, arrays=None, null_p=False, entries=QENTRIES, **changed):
         g = dict(base, **changed)
-        pointers = dict(input=one(np.int8), weights=one(np.int8), params=one(np.int32), output=one(np.int8))
-        pointers.update(arrays or {})
-        entries = ["qvanilla_conv2d_s8"] if null_p else ["qvanilla_conv2d_nhwc_s8", "qvanilla_conv2d_s8"]
-        for entry in entries:
-            ints = [g[k] for k in QNAMES] + ([int(null_p)] if entry == "qvanilla_conv2d_s8" else [])
+        for entry in ["qvanilla_conv2d_s8"] if null_p else entries:
+            if any(k not in QENTRIES[entry] for k in changed):
+                continue
+            weights = np.int16 if "packed" in entry else np.int8
+            pointers = dict(input=one(np.int8), weights=one(weights), params=one(np.int32), output=one(np.int8))
+            pointers.update(arrays or {})
+            ints = [g[k] for k in QENTRIES[entry]] + ([int(null_p)] if entry == "qvanilla_conv2d_s8" else [])
             cases.append((code, Call(entry, list(pointers.values()), ints)))
 
     for role in ("input", "weights", "params", "output"):
@@ -672,15 +794,25 @@ def qvanilla_errors():
     add("ERANGE", ow=2**30)
     add("ERANGE", ih=INT_MAX, iw=INT_MAX, ic=INT_MAX)
     add("ERANGE", ic=INT_MAX, oc=INT_MAX, kh=65536, kw=65536, oh=1, ow=1)  # the weights
-    full = dict(input=np.zeros(4 * 4 * 2, np.int8), weights=np.zeros(3 * 3 * 2 * 3, np.int8),
-                output=np.full(2 * 2 * 3, 77, np.int8))
-    for shifts in ([0, 0, 31], [-32, 0, 0], [INT_MIN, 0, 0], [0, INT_MAX, 0]):
-        add("ESHIFT", dict(full, params=np.array([[0] * 3, [1 << 30] * 3, shifts], np.int32)))
+    add("ERANGE", ic=INT_MAX, kh=65537, kw=65537, oh=1, ow=1)  # a depthwise conv's weights
+    # 2^62 weights: as int8 they fit, packed as int16 they do not
+    add("ERANGE", ic=2**20, oc=2**16, kh=2**13, kw=2**13, oh=1, ow=1, entries=["qvanilla_conv2d_nhwc_packed_s8"])
+    add("ERANGE", ic=2**30, kh=2**16, kw=2**16, oh=1, ow=1, entries=["qvanilla_depthwise_conv2d_nhwc_packed_s8"])
+    for entry in QENTRIES:
+        channels = base["ic"] if "depthwise" in entry else base["oc"]
+        weights = np.zeros(3 * 3 * 2 * (1 if "depthwise" in entry else 3), np.int8)
+        if "packed" in entry:
+            weights = np.zeros(3 * 3 * 2 if "depthwise" in entry else 4 * 24, np.int16)
+        full = dict(input=np.zeros(4 * 4 * 2, np.int8), weights=weights, output=np.full(2 * 2 * channels, 77, np.int8))
+        for bad in (31, -32, INT_MIN, INT_MAX):
+            shifts = [0] * (channels - 1) + [bad]
+            table = np.array([[0] * channels, [1 << 30] * channels, shifts], np.int32)
+            add("ESHIFT", dict(full, params=table), entries=[entry])
     # Several problems at once: the first in the order of the header's list.
-    add("EINVAL", {"input": None}, oc=0, input_zp=500)
+    add("EINVAL", {"input": None}, ih=0, input_zp=500)
     add("ECLAMP", act_min=1, act_max=0, output_zp=300, stride_h=2**30, oh=3)
     add("EZEROPOINT", output_zp=300, stride_h=2**30, oh=3)
-    add("ERANGE", dict(full, params=np.array([[0] * 3, [1] * 3, [99] * 3], np.int32)), stride_h=2**30, oh=3)
+    add("ERANGE", dict(params=np.array([[0] * 3, [1] * 3, [99] * 3], np.int32)), stride_h=2**30, oh=3)
     return cases
 
 

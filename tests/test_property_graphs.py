@@ -258,7 +258,10 @@ def check_qdq_graph(spec, tmp_path):
     done = run_tvmc("compile", "--target", "qvanilla", "--experimental-tvm-extension", VANILLA_EXT,
                     model, "-f", "mlf", "-o", out)
     assert done.returncode == 0, f"{spec}\n{done.stderr[-2000:]}"
-    expected = sum(layer["group"] == 1 for layer in spec["layers"])  # QVanilla: dense convs
+    channels, expected = spec["input"][1], 0
+    for layer in spec["layers"]:  # QVanilla: dense convs, and depthwise ones (channel multiplier 1)
+        expected += layer["group"] == 1 or layer["group"] == channels == layer["out"]
+        channels = layer["out"]
     assert offloaded_convs(done.stdout, "qvanilla", "qnn.conv2d") == expected, f"{spec}\n{done.stdout}"
     x = np.random.default_rng(spec["seed"]).integers(-128, 128, spec["input"]).astype(np.int8)
     got = build(out, tmp_path / "build").run({"input": x})[0]["output"]

@@ -34,7 +34,7 @@ def compile_and_compare(tmp_path, model, framework_reference, offloads, seed=0, 
     assert report, done.stdout
     offloaded = int(report.group(2))
     assert offloaded == offloads, done.stdout
-    assert kernel_calls(out, "qvanilla_conv2d_nhwc_s8") == offloaded
+    assert kernel_calls(out, r"qvanilla_(?:depthwise_)?conv2d_nhwc_packed_s8") == offloaded
     assert not any("for (" in t for t in mlf_sources(out).values() if "// offloaded to qvanilla" in t)
 
     program = build(out, tmp_path / "build")
@@ -56,20 +56,19 @@ def compile_and_compare(tmp_path, model, framework_reference, offloads, seed=0, 
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("name, offloads", [("kws_dscnn_int8", 5), ("kws_on_off_int8", 55)])  # all but depthwise
+@pytest.mark.parametrize("name, offloads", [("kws_dscnn_int8", 9), ("kws_on_off_int8", 79)])  # every conv
 def test_real_int8_networks(tmp_path, name, offloads):
     compile_and_compare(tmp_path, fetch(name), tflite_reference, offloads)
 
 
-def qdq_model(path, per_channel, relu, seed=0):
+def qdq_model(path, per_channel, relu, seed=0, cin=4, cout=8, group=1, stride=1, pads=(1, 1, 1, 1)):
     """Conv as ONNX QDQ: DequantizeLinear -> Conv (+bias) [-> Relu] -> QuantizeLinear, int8, NCHW."""
     rng = np.random.default_rng(seed)
-    cin, cout = 4, 8
     sx, sy = np.float32(0.05), np.float32(0.2)
     sw = (rng.uniform(0.005, 0.02, cout) if per_channel else np.array(0.01)).astype(np.float32)
     inits = [
         numpy_helper.from_array(np.array(sx), "sx"), numpy_helper.from_array(np.array(3, np.int8), "zx"),
-        numpy_helper.from_array(rng.integers(-127, 128, (cout, cin, 3, 3)).astype(np.int8), "w"),
+        numpy_helper.from_array(rng.integers(-127, 128, (cout, cin // group, 3, 3)).astype(np.int8), "w"),
         numpy_helper.from_array(sw, "sw"), numpy_helper.from_array(np.zeros(sw.shape, np.int8), "zw"),
         numpy_helper.from_array(rng.integers(-500, 500, cout).astype(np.int32), "b"),
         numpy_helper.from_array((sx * sw).astype(np.float32), "sb"), numpy_helper.from_array(np.zeros(sw.shape, np.int32), "zb"),
@@ -80,13 +79,15 @@ def qdq_model(path, per_channel, relu, seed=0):
         helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"]),
         helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], **axis),
         helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bf"], **axis),
-        helper.make_node("Conv", ["xf", "wf", "bf"], ["yf"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Conv", ["xf", "wf", "bf"], ["yf"], pads=list(pads), kernel_shape=[3, 3], group=group,
+                         strides=[stride, stride]),
     ]
     if relu:
         nodes.append(helper.make_node("Relu", ["yf"], ["yr"]))
     nodes.append(helper.make_node("QuantizeLinear", ["yr" if relu else "yf", "sy", "zy"], ["y"]))
+    out = [(10 + pads[i] + pads[i + 2] - 3) // stride + 1 for i in (0, 1)]
     graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.INT8, [1, cin, 10, 10])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT8, [1, cout, 10, 10])], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, [1, cout, *out])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -100,6 +101,14 @@ def test_onnx_qdq(tmp_path, per_channel, relu):
     # TVM's CPU reference is the integer graph FakeQuantizationToInteger makes of the QDQ model
     # (run as float, a QDQ graph rounds ties as ONNX Runtime does, to even).
     compile_and_compare(tmp_path, model, onnxruntime_reference, 1, integer_graph=True)
+
+
+@pytest.mark.parametrize("group, offloads", [(16, 1), (2, 0)], ids=["depthwise", "grouped"])
+def test_onnx_qdq_depthwise(tmp_path, group, offloads):
+    """A depthwise QDQ conv (converted to NHWC, weights HWIO with I = 1) is offloaded, strided
+    with asymmetric pads; a grouped one (1 < groups < channels) stays on the CPU."""
+    model = qdq_model(tmp_path / "qdq.onnx", True, True, cin=16, cout=16, group=group, stride=2, pads=(0, 1, 2, 1))
+    compile_and_compare(tmp_path, model, onnxruntime_reference, offloads, integer_graph=True)
 
 
 def qlinear_conv_model(path, per_channel, seed=0):
@@ -144,7 +153,7 @@ MAKE_TFLITE = textwrap.dedent("""
         layers.Conv2D(8, 3, padding="same", activation="relu"),                # ReLU
         layers.Conv2D(8, 3, padding="same", activation=tf.nn.relu6),           # ReLU6
         layers.Conv2D(16, 3, strides=2, padding="valid"),                      # strided, valid, no activation
-        layers.DepthwiseConv2D(3, padding="same"),                             # stays on the CPU
+        layers.DepthwiseConv2D(3, padding="same"),                             # depthwise
         layers.Conv2D(4, 1, activation="relu"),
     ])
     data = np.random.default_rng(0).uniform(-1, 1, (64, 1, 12, 12, 3)).astype(np.float32)
@@ -164,7 +173,7 @@ def test_tflite_int8_relu_relu6(tmp_path, scales):
     model = tmp_path / "model.tflite"
     done = subprocess.run([sys.executable, str(script), scales, str(model)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    compile_and_compare(tmp_path, model, tflite_reference, 4)
+    compile_and_compare(tmp_path, model, tflite_reference, 5)
 
 
 def test_requantize_matches_python(tmp_path):

@@ -1,4 +1,5 @@
-"""The quantized Conv2D chains TVM's frontends produce, offloaded as one kernel call each.
+"""The quantized Conv2D chains TVM's frontends produce, offloaded as one kernel call each:
+dense convs, and depthwise convs (groups = channels, channel multiplier 1).
 
 TFLite int8: qnn.conv2d -> nn.bias_add -> qnn.requantize -> clip (the fused activation).
 ONNX QDQ (after FakeQuantizationToInteger): qnn.conv2d -> nn.bias_add -> maximum (ReLU) -> qnn.requantize.
@@ -47,15 +48,39 @@ def _scalar(const) -> bool:
     return bool(np.all(values == values[0]))
 
 
+def out_channels(conv) -> int:
+    """The output channels of a typed qnn.conv2d in NHWC."""
+    return int(conv.checked_type.shape[3])
+
+
+def is_depthwise(conv) -> bool:
+    """A depthwise qnn.conv2d QVanilla takes: groups = input channels = output channels (a
+    channel multiplier of 1), weights HWOI (TFLite) or HWIO (ONNX after the layout conversion)
+    with the unit axis where it belongs."""
+    attrs = conv.attrs
+    groups, channels = int(attrs.groups), int(conv.args[0].checked_type.shape[3])
+    if groups == 1 or groups != channels or out_channels(conv) != channels:
+        return False
+    kh, kw, a, b = (int(d) for d in conv.args[1].checked_type.shape)
+    return (attrs.kernel_layout, a, b) in (("HWOI", channels, 1), ("HWIO", 1, channels))
+
+
 def conv_problem(conv) -> Optional[str]:
-    """None when QVanilla can compute this qnn.conv2d, else why not."""
+    """None when QVanilla can compute this qnn.conv2d (dense or depthwise), else why not."""
     if conv.op.name != "qnn.conv2d":
         return "not a quantized conv2d"
     attrs = conv.attrs
     data, weight = conv.args[0].checked_type, conv.args[1].checked_type
-    if int(attrs.groups) != 1:
-        return "grouped/depthwise"
-    if attrs.data_layout != "NHWC" or attrs.kernel_layout != "HWIO":
+    if attrs.data_layout != "NHWC":
+        return f"layout {attrs.data_layout}/{attrs.kernel_layout} (needs NHWC/HWIO)"
+    groups, channels = int(attrs.groups), int(data.shape[3])
+    if groups != 1 and not is_depthwise(conv):
+        if groups == channels and out_channels(conv) == channels:
+            return f"depthwise weights in {attrs.kernel_layout} (needs HWOI or HWIO)"
+        if groups == channels:
+            return f"depthwise with channel multiplier {out_channels(conv) // channels}"
+        return f"grouped (groups={groups} of {channels} channels)"
+    if groups == 1 and attrs.kernel_layout != "HWIO":
         return f"layout {attrs.data_layout}/{attrs.kernel_layout} (needs NHWC/HWIO)"
     if data.dtype != "int8" or weight.dtype != "int8":
         return f"dtype {data.dtype}/{weight.dtype} (needs int8)"
@@ -74,14 +99,14 @@ def why_not_offloaded(root) -> Optional[str]:
     if "qnn.requantize" not in parts:
         return "no requantize to int8 after it"
     conv, requant = parts["qnn.conv2d"], parts["qnn.requantize"]
-    weight = conv.args[1].checked_type
     problem = conv_problem(conv)
     if problem:
         return problem
+    channels = out_channels(conv)
     bias_call = parts.get("nn.bias_add") or parts.get("add")
     if bias_call is not None:
         bias = constant_operand(bias_call).data.numpy()
-        per_channel = bias.shape in ((int(weight.shape[3]),), (1, 1, 1, int(weight.shape[3])))
+        per_channel = bias.shape in ((channels,), (1, 1, 1, channels))
         if bias.dtype != np.int32 or not per_channel or (bias_call.op.name == "nn.bias_add" and
                                                          int(bias_call.attrs.axis) not in (-1, 3)):
             return f"bias of shape {list(bias.shape)} ({bias.dtype}) is not int32 per output channel"
@@ -91,7 +116,7 @@ def why_not_offloaded(root) -> Optional[str]:
         return "ReLU threshold differs per channel"
     if int(np.asarray(requant.args[2].data.numpy()).reshape(-1)[0]) != 0 or not _scalar(requant.args[2]):
         return "requantize input zero point is not 0"
-    if not requant.args[1].data.numpy().size in (1, int(weight.shape[3])) or int(requant.attrs.axis) not in (-1, 3):
+    if not requant.args[1].data.numpy().size in (1, channels) or int(requant.attrs.axis) not in (-1, 3):
         return "requantize scales are not per output channel"
     if str(requant.attrs.rounding) not in ("None", "UPWARD"):
         return f"rounding {requant.attrs.rounding}"

@@ -3,7 +3,15 @@
  * Quantization follows TFLite Micro / CMSIS-NN: int8 activations with zero points, int8
  * weights, int32 bias, and per-output-channel fixed-point requantization.  The rounding is
  * the one TVM's qnn.requantize uses (single rounding, ties upward), so the results are
- * bit-exact with TVM's own CPU build of the same graph. */
+ * bit-exact with TVM's own CPU build of the same graph.
+ *
+ * Two kinds of entry compute the same convolutions:
+ *  - the plain entries take the graph's tensors as they are: int8 weights, their zero point,
+ *    the graph's bias (qvanilla_conv2d_nhwc_s8, qvanilla_depthwise_conv2d_nhwc_s8);
+ *  - the packed entries take weights prepared once, at compile time (uma_qvanilla/packing.py
+ *    writes them, see "Packed weights" below): int16 weights with the weight zero point
+ *    subtracted, and a bias with the input zero point's contribution folded in, as TFLite
+ *    Micro and CMSIS-NN do.  This is what compiled models call. */
 #ifndef QVANILLA_H_
 #define QVANILLA_H_
 
@@ -13,7 +21,8 @@
 extern "C" {
 #endif
 
-/* Status of the conv entries.  On an error the entry computed nothing: output is untouched.
+/* Status of the conv entries (all of them check the same things, each its own arguments).
+ * On an error the entry computed nothing: output is untouched.
  * When several arguments are bad, the code listed first here comes back. */
 #define QVANILLA_OK 0
 #define QVANILLA_EINVAL 1     /* a NULL input, weights, channel_params, output or p */
@@ -22,8 +31,9 @@ extern "C" {
 #define QVANILLA_EPAD 4       /* a negative pad */
 #define QVANILLA_ECLAMP 5     /* act_min > act_max, or either outside int8's [-128, 127] */
 #define QVANILLA_EZEROPOINT 6 /* input_zp, weight_zp or output_zp outside int8's [-128, 127] */
-#define QVANILLA_ERANGE 7     /* too large to index: a tensor above PTRDIFF_MAX bytes, or a window
-                               * extent (oh-1)*stride_h + kh or (ow-1)*stride_w + kw above INT32_MAX/2 */
+#define QVANILLA_ERANGE 7     /* too large to index: a tensor (packed weights included) above
+                               * PTRDIFF_MAX bytes, or a window extent (oh-1)*stride_h + kh or
+                               * (ow-1)*stride_w + kw above INT32_MAX/2 */
 #define QVANILLA_ESHIFT 8     /* a channel's shift outside [QVANILLA_SHIFT_MIN, QVANILLA_SHIFT_MAX] */
 
 /* The shifts a conv accepts, as TFLite's MultiplyByQuantizedMultiplier: at most 2^30 up, 2^-31 down. */
@@ -56,6 +66,50 @@ int32_t qvanilla_conv2d_nhwc_s8(int8_t* input, int8_t* weights, int32_t* channel
                                 int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
                                 int32_t pad_left, int32_t input_zp, int32_t weight_zp, int32_t output_zp,
                                 int32_t act_min, int32_t act_max);
+
+/* Depthwise (groups = channels, channel multiplier 1): for channel c,
+ * output[y][x][c] = clamp(output_zp + requant(bias[c] + sum (in[..][c] - input_zp) * (w[ky][kx][c] - weight_zp), c))
+ * with weights [kh][kw][channels] int8 (TFLite's HWOI of a depthwise conv, or HWIO with I = 1:
+ * the same bytes), channel_params three int32 rows of `channels` entries, and everything else
+ * as in qvanilla_conv2d_s8. */
+int32_t qvanilla_depthwise_conv2d_nhwc_s8(int8_t* input, int8_t* weights, int32_t* channel_params, int8_t* output,
+                                          int32_t ih, int32_t iw, int32_t channels, int32_t oh, int32_t ow,
+                                          int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w,
+                                          int32_t pad_top, int32_t pad_left, int32_t input_zp, int32_t weight_zp,
+                                          int32_t output_zp, int32_t act_min, int32_t act_max);
+
+/* Packed weights.
+ *
+ * Conv (qvanilla_conv2d_nhwc_packed_s8): K = kh*kw*ic, KP = QVANILLA_PACKED_K(K) (K rounded up to
+ * a multiple of QVANILLA_K_ALIGN), OCP = QVANILLA_PACKED_OC(oc) (oc rounded up to a multiple of
+ * QVANILLA_OC_BLOCK).  The weights are OCP rows of KP int16:
+ *     packed[o][(ky*kw + kx)*ic + c] = w[ky][kx][c][o] - weight_zp     (HWIO w, k < K, o < oc)
+ * and 0 elsewhere (the rows' tails and the rows o >= oc).
+ * Depthwise (qvanilla_depthwise_conv2d_nhwc_packed_s8): kh*kw rows of `channels` int16:
+ *     packed[ky*kw + kx][c] = w[ky][kx][c] - weight_zp.
+ * For both, row 0 of channel_params holds the bias with the input zero point folded in,
+ *     bias[o] - input_zp * (sum over k of packed[o][k])     (modulo 2^32),
+ * so that the engine multiplies the raw input (input_zp in the padding) by the packed weights:
+ *     sum (in - input_zp) * (w - weight_zp) + bias = sum in * packed + folded bias.
+ * Rows 1 and 2 (multiplier, shift) are the plain entries'.  The results equal the plain
+ * entries' bit for bit (any int16 packed values are accepted; sums wrap as 32-bit adders do). */
+#define QVANILLA_K_ALIGN 8
+#define QVANILLA_OC_BLOCK 4
+#define QVANILLA_PACKED_K(k) (((k) + QVANILLA_K_ALIGN - 1) / QVANILLA_K_ALIGN * QVANILLA_K_ALIGN)
+#define QVANILLA_PACKED_OC(oc) (((oc) + QVANILLA_OC_BLOCK - 1) / QVANILLA_OC_BLOCK * QVANILLA_OC_BLOCK)
+
+int32_t qvanilla_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights, int32_t* channel_params, int8_t* output,
+                                       int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow, int32_t oc,
+                                       int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
+                                       int32_t pad_left, int32_t input_zp, int32_t output_zp, int32_t act_min,
+                                       int32_t act_max);
+
+int32_t qvanilla_depthwise_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights, int32_t* channel_params,
+                                                 int8_t* output, int32_t ih, int32_t iw, int32_t channels,
+                                                 int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
+                                                 int32_t stride_w, int32_t pad_top, int32_t pad_left,
+                                                 int32_t input_zp, int32_t output_zp, int32_t act_min,
+                                                 int32_t act_max);
 
 /* TVM's fixed-point multiply: (acc << max(shift, 0)) * multiplier, rounded (ties upward) and
  * shifted right by 31 - min(shift, 0), saturated to int32.  Exact for every int32 argument,
