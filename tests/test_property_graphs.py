@@ -8,9 +8,10 @@ Int8 graphs (QVanilla): the same convs as ONNX QDQ, per-tensor or per-channel, c
 for bit with TVM's own CPU build.  Every conv the kernel computes must be offloaded; the rest
 stays on the CPU; the compile never fails.
 
-The default run is short and deterministic (derandomized); for thousands of graphs:
+The default run is short and deterministic (derandomized); for thousands of graphs, other
+ones each time a different seed is given:
 
-    TVM_EXTENSION_PROPERTY_EXAMPLES=2000 scripts/test.sh tests/test_property_graphs.py
+    TVM_EXTENSION_PROPERTY_EXAMPLES=2000 TVM_EXTENSION_PROPERTY_SEED=7 scripts/test.sh tests/test_property_graphs.py
 """
 import os
 import re
@@ -18,7 +19,7 @@ import re
 import numpy as np
 import onnx
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given, seed, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
@@ -26,8 +27,15 @@ from conftest import VANILLA_EXT, assert_close, onnxruntime_reference, run_tvmc,
 from tvm_extension.mlf import build
 
 EXAMPLES = int(os.environ.get("TVM_EXTENSION_PROPERTY_EXAMPLES", "10"))
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SEED = os.environ.get("TVM_EXTENSION_PROPERTY_SEED")
+_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=SEED is None, database=None,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+def SETTINGS(test):
+    return _SETTINGS(seed(int(SEED))(test) if SEED is not None else test)
+
+
 AFTER = ["none", "relu", "clip", "prelu", "add_const_first", "add_const_last"]
 CONSTANT_SHAPES = ["scalar", "one", "channel", "channel_3d", "full"]
 
