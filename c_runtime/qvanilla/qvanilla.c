@@ -105,9 +105,11 @@ static qchan channel(const int32_t* channel_params, size_t channels, size_t o, u
  * floor((acc * multiplier + 2^(30 - shift)) / 2^(31 - shift)) (dividing its left-shifted form by
  * 2^shift changes neither the quotient nor the rounding); clamping that to [lo, hi], inside
  * int32, equals saturating it to int32 first.  |acc * multiplier| <= 2^62, round <= 2^61. */
-static inline int8_t finish(uint32_t sum, const qchan* q, int32_t lo, int32_t hi, int32_t zp) {
-  const int64_t r = floor_shift((int64_t)wrapped(sum + q->bias) * q->multiplier + q->round, q->right);
-  return (int8_t)((r < lo ? lo : r > hi ? hi : (int32_t)r) + zp);
+static inline int8_t finish(uint32_t sum, const qchan* q, int64_t lo, int64_t hi, int32_t zp) {
+  int64_t r = floor_shift((int64_t)wrapped(sum + q->bias) * q->multiplier + q->round, q->right);
+  r = r < lo ? lo : r; /* two selects (cmov), no branch: a ReLU clamps about half the outputs */
+  r = r > hi ? hi : r;
+  return (int8_t)(r + zp);
 }
 
 /* *count *= n unless that would exceed max (then 0); n >= 1. */
@@ -247,7 +249,7 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
   const size_t oc = (size_t)p->oc, K = (size_t)p->kh * p->kw * p->ic, kp = (K + KA - 1) / KA * KA;
   const size_t pixels = (size_t)p->oh * p->ow;
   const size_t tile = WIN / kp < TILE ? WIN / kp : TILE; /* >= 2 */
-  const int32_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+  const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
   for (size_t first = 0; first < pixels; first += tile) {
     const size_t n = pixels - first < tile ? pixels - first : tile;
     for (size_t i = 0; i < n; ++i) gather(win + i * kp, kp, input, p, first + i);
@@ -290,7 +292,7 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
 static void conv_packed_direct(const int8_t* input, const int16_t* packed, const int32_t* channel_params,
                                int8_t* output, const qvanilla_conv_params* p) {
   const size_t oc = (size_t)p->oc, ic = (size_t)p->ic, K = (size_t)p->kh * p->kw * ic, kp = (K + KA - 1) / KA * KA;
-  const int32_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+  const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
   for (int32_t y = 0; y < p->oh; ++y) {
     for (int32_t x = 0; x < p->ow; ++x) {
       int8_t* out = output + ((size_t)y * p->ow + x) * oc;
@@ -318,7 +320,7 @@ static void conv_packed_direct(const int8_t* input, const int16_t* packed, const
  * channels in a stack row (weights are HWIO: the inner loop runs over contiguous channels). */
 static void conv_plain_direct(const int8_t* input, const int8_t* weights, const int32_t* channel_params,
                               int8_t* output, const qvanilla_conv_params* p) {
-  const int32_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+  const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
   uint32_t acc[MAX_OC];
   for (int32_t o0 = 0; o0 < p->oc; o0 += MAX_OC) {
     const int32_t n = imin(p->oc - o0, MAX_OC);
@@ -417,7 +419,7 @@ static void dw_taps(uint32_t* restrict acc, const int8_t* const* in, size_t at, 
 static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qchan* q, int8_t* output, size_t c0,
                      size_t nc, const qvanilla_conv_params* p) {
   const size_t channels = (size_t)p->ic, taps = (size_t)p->kh * p->kw, full = nc - nc % CB, rest = nc - full;
-  const int32_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+  const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
   int8_t zp_row[DW_BLOCK]; /* what a tap outside the image reads */
   const int8_t* in[DW_TAPS];
   const int8_t* tail_in[DW_TAPS];
@@ -433,11 +435,15 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qch
       for (size_t c = 0; c < full + (rest ? CB : 0); ++c) acc[c] = 0;
       for (size_t t0 = 0; t0 < taps; t0 += DW_TAPS) {
         const int nt = taps - t0 < DW_TAPS ? (int)(taps - t0) : DW_TAPS;
+        int32_t ky = t0 ? (int32_t)(t0 / (size_t)p->kw) : 0, kx = t0 ? (int32_t)(t0 % (size_t)p->kw) : 0;
         for (int t = 0; t < nt; ++t) {
-          const int32_t ky = (int32_t)((t0 + t) / (size_t)p->kw), kx = (int32_t)((t0 + t) % (size_t)p->kw);
           const int32_t iy = y * p->stride_h - p->pad_top + ky, ix = x * p->stride_w - p->pad_left + kx;
           const int inside = iy >= 0 && iy < p->ih && ix >= 0 && ix < p->iw;
           in[t] = inside ? input + ((size_t)iy * p->iw + ix) * channels + c0 : zp_row;
+          if (++kx == p->kw) {
+            kx = 0;
+            ++ky;
+          }
         }
         const int16_t* wt = w + t0 * ws;
         for (size_t c = 0; c < full; c += CB) dw_taps(acc + c, in, c, wt + c, ws, nt);
@@ -492,7 +498,7 @@ static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* 
       continue;
     }
     /* More than DW_WBUF taps: one channel at a time, its weights in turns of DW_WBUF taps. */
-    const int32_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+    const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
     for (size_t c = c0; c < c0 + nc; ++c) {
       const qchan qc = channel(channel_params, channels, c, (uint32_t)channel_params[c]);
       for (int32_t y = 0; y < p->oh; ++y) {
