@@ -219,10 +219,9 @@ static int32_t first_column(int64_t x0, int64_t from, int32_t kw) {
   return k <= 0 ? 0 : k >= kw ? kw : (int32_t)k;
 }
 
-/* Window of output pixel `pixel` (y*ow + x) as kp int16: [ky][kx][c] of the input, input_zp
- * outside the image, zeros from K on.  No pointer is formed outside the input. */
-static void gather(int16_t* dst, size_t kp, const int8_t* input, const qvanilla_conv_params* p, size_t pixel) {
-  const int32_t y = (int32_t)(pixel / (size_t)p->ow), x = (int32_t)(pixel % (size_t)p->ow);
+/* Window of output pixel (y, x) as kp int16: [ky][kx][c] of the input, input_zp outside the
+ * image, zeros from K on.  No pointer is formed outside the input. */
+static void gather(int16_t* dst, size_t kp, const int8_t* input, const qvanilla_conv_params* p, int32_t y, int32_t x) {
   const size_t ic = (size_t)p->ic, row = (size_t)p->kw * ic;
   const int64_t x0 = (int64_t)x * p->stride_w - p->pad_left;
   const int32_t a = first_column(x0, 0, p->kw), b = first_column(x0, p->iw, p->kw); /* [a, b) inside */
@@ -250,9 +249,16 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
   const size_t pixels = (size_t)p->oh * p->ow;
   const size_t tile = WIN / kp < TILE ? WIN / kp : TILE; /* >= 2 */
   const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+  int32_t y = 0, x = 0; /* the next pixel to gather */
   for (size_t first = 0; first < pixels; first += tile) {
     const size_t n = pixels - first < tile ? pixels - first : tile;
-    for (size_t i = 0; i < n; ++i) gather(win + i * kp, kp, input, p, first + i);
+    for (size_t i = 0; i < n; ++i) {
+      gather(win + i * kp, kp, input, p, y, x);
+      if (++x == p->ow) {
+        x = 0;
+        ++y;
+      }
+    }
     for (size_t o0 = 0; o0 < oc; o0 += OB) {
       const size_t no = oc - o0 < OB ? oc - o0 : OB;
       qchan q[OB];
@@ -279,6 +285,18 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
         uint32_t sums[2 * OB];
         dot2x4(x0, pair ? x0 + kp : x0, w, kp, kp / KA, sums);
         int8_t* out = output + (first + i) * oc + o0;
+        if (pair && no == OB) {
+          const int32_t zp = p->output_zp;
+          out[0] = finish(sums[0], &q[0], lo, hi, zp);
+          out[oc] = finish(sums[4], &q[0], lo, hi, zp);
+          out[1] = finish(sums[1], &q[1], lo, hi, zp);
+          out[oc + 1] = finish(sums[5], &q[1], lo, hi, zp);
+          out[2] = finish(sums[2], &q[2], lo, hi, zp);
+          out[oc + 2] = finish(sums[6], &q[2], lo, hi, zp);
+          out[3] = finish(sums[3], &q[3], lo, hi, zp);
+          out[oc + 3] = finish(sums[7], &q[3], lo, hi, zp);
+          continue;
+        }
         for (size_t j = 0; j < no; ++j) {
           out[j] = finish(sums[j], &q[j], lo, hi, p->output_zp);
           if (pair) out[oc + j] = finish(sums[OB + j], &q[j], lo, hi, p->output_zp);
