@@ -1,0 +1,222 @@
+"""Strawberry through TVM's own tvmc: MLF -> gcc -> run at several scratchpad sizes, compared with
+onnx.reference and TVM's CPU build; the hardware model's counters against the compiler's plan;
+a deleted DMA transfer caught by the model; a layer too large for any split left on the CPU."""
+import io
+import os
+import re
+import subprocess
+import tarfile
+
+import numpy as np
+import pytest
+
+from conftest import (
+    MODELS, ROOT, assert_one_line_error, mlf_sources, onnx_reference, run_tvmc, tvm_cpu_reference,
+)
+from make_input import random_inputs
+from tvm_extension.mlf import build
+
+# The extension folder of Strawberry (to join examples/ext once tests/test_discovery.py, which pins the
+# example extensions, lists it).
+STRAWBERRY_EXT = ROOT / "uma_strawberry" / "ext"
+EXT = ["--experimental-tvm-extension", STRAWBERRY_EXT]
+TOLERANCE = dict(rtol=1e-4, atol=1e-5)
+# What the TIR pass logs per offloaded function (tvmc -v).
+PLAN = re.compile(r"(tvmgen_\w+): (.*); DMA (\d+) bytes in (\d+) transfers \(lower bound (\d+) bytes\)")
+KERNELS = r"strawberry_(?:depthwise_)?conv2d_n(?:chw|hwc)"
+
+
+class Compiled:
+    def __init__(self, path, done):
+        self.path, self.stdout, self.stderr = path, done.stdout, done.stderr
+        self.plans = {m[0]: dict(split=m[1], bytes=int(m[2]), transfers=int(m[3]), lower_bound=int(m[4]))
+                      for m in PLAN.findall(done.stdout + done.stderr)}
+
+    def planned(self, key):
+        return sum(plan[key] for plan in self.plans.values())
+
+    def offloaded_functions(self):
+        match = re.search(r"\[strawberry\] offloaded: .* in (\d+) functions", self.stdout)
+        assert match, self.stdout
+        return int(match.group(1))
+
+
+def compile_strawberry(model, out, spad, *extra):
+    done = run_tvmc("compile", "--target", "strawberry", f"--target-strawberry-scratchpad_bytes={spad}", *EXT, model,
+                    "-f", "mlf", "-o", out, "-v", *extra)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Compiled(out, done)
+
+
+def read_report(path):
+    values = dict(line.split(": ") for line in path.read_text().splitlines())
+    return {key.split(".", 1)[1]: int(value) for key, value in values.items()}
+
+
+def run_with_counters(mlf, work, inputs, monkeypatch):
+    """Build and run the MLF; the hardware model writes its counters at exit (STRAWBERRY_REPORT)."""
+    report = work / "counters.txt"
+    monkeypatch.setenv("STRAWBERRY_REPORT", str(report))
+    outputs, _ = build(mlf, work / "build").run(inputs)
+    monkeypatch.delenv("STRAWBERRY_REPORT")
+    return list(outputs.values()), read_report(report)
+
+
+def offloaded_sources(mlf):
+    return {n: t for n, t in mlf_sources(mlf).items() if "// offloaded to strawberry" in t}
+
+
+SIZES = [262144, 16384, 8192]  # every conv of cnn.onnx fits each; the smaller, the more tiles
+
+
+@pytest.fixture(scope="module")
+def cnn_builds(tmp_path_factory):
+    work = tmp_path_factory.mktemp("cnn")
+    return {spad: compile_strawberry(MODELS / "cnn.onnx", work / f"cnn{spad}.tar", spad) for spad in SIZES}
+
+
+def test_cnn_at_three_scratchpad_sizes(cnn_builds, tmp_path, monkeypatch):
+    """Same outputs (the references') at every size; a smaller scratchpad makes more transfers and
+    moves at least as many bytes; the model counts exactly what the compiler planned."""
+    inputs = random_inputs(MODELS / "cnn.onnx", seed=3)
+    expected = onnx_reference(MODELS / "cnn.onnx", inputs)[0]
+    cpu = tvm_cpu_reference(MODELS / "cnn.onnx", inputs)[0]
+    results = {}
+    for spad, compiled in cnn_builds.items():
+        assert compiled.offloaded_functions() == 3 and len(compiled.plans) == 3, compiled.stdout
+        assert "not offloaded: nn.conv2d: dilation x1" in compiled.stdout  # Vanilla's engine has no dilation
+        (got,), counters = run_with_counters(compiled.path, tmp_path / str(spad), inputs, monkeypatch)
+        np.testing.assert_allclose(got, expected, **TOLERANCE)
+        np.testing.assert_allclose(got, cpu, **TOLERANCE)
+        assert counters["spad_bytes"] == spad and counters["layers"] == 3 and counters["compute_calls"] >= 3
+        assert counters["dma_in_bytes"] + counters["dma_out_bytes"] == compiled.planned("bytes")
+        assert counters["dma_in_calls"] + counters["dma_out_calls"] == compiled.planned("transfers")
+        assert counters["spad_high_water"] <= spad
+        results[spad] = got, counters, compiled
+    transfers = [results[s][1]["dma_in_calls"] + results[s][1]["dma_out_calls"] for s in SIZES]
+    moved = [results[s][1]["dma_in_bytes"] + results[s][1]["dma_out_bytes"] for s in SIZES]
+    assert transfers[0] < transfers[1] < transfers[2], transfers
+    assert moved[0] <= moved[1] <= moved[2], moved
+    # The largest scratchpad holds every layer whole: each byte moves once.
+    assert moved[0] == cnn_builds[SIZES[0]].planned("lower_bound")
+    for spad in SIZES[1:]:
+        np.testing.assert_allclose(results[spad][0], results[SIZES[0]][0], rtol=1e-6, atol=1e-6)
+
+
+def test_offloaded_code_moves_data_only_by_dma(cnn_builds):
+    """In an offloaded function the CPU touches no tensor element: only strawberry_* calls (with
+    integer scratchpad addresses for the engine), every status checked; tiles are loops of them."""
+    for spad, compiled in cnn_builds.items():
+        sources = offloaded_sources(compiled.path)
+        assert len(sources) == 3
+        for name, text in sources.items():
+            body = text[text.index("// tvm target"):]
+            assert "[" not in re.sub(r"//.*", "", body), f"{name} indexes an array"
+            calls = re.findall(r"= (\w+)\(", body)
+            assert calls and all(c.startswith("strawberry_") for c in calls), calls
+            assert len(re.findall(r"if \(status\w* != 0\) \{\s*return status", body)) == len(calls)
+            assert calls[0] == "strawberry_begin" and "strawberry_dma_in" in calls and "strawberry_dma_out" in calls
+            assert re.search(KERNELS, body)
+        looped = any("for (" in t for t in sources.values())
+        assert looped == (spad != SIZES[0]), f"{spad}: tiles run as loops exactly when a layer is split"
+
+
+def edited_mlf(mlf, out, edit):
+    """A copy of the MLF with ``edit(name, text) -> text`` applied to its generated sources."""
+    with tarfile.open(mlf) as source, tarfile.open(out, "w") as target:
+        for member in source.getmembers():
+            data = source.extractfile(member).read() if member.isfile() else None
+            if data is not None and member.name.startswith("./codegen/host/src/"):
+                data = edit(member.name, data.decode()).encode()
+                member.size = len(data)
+            target.addfile(member, io.BytesIO(data) if data is not None else None)
+    return out
+
+
+def run_program(program, inputs, work):
+    """Run the built program directly, for its whole stderr."""
+    args = [str(program.executable)]
+    for i, tensor in enumerate(program.inputs):
+        path = work / f"in{i}.bin"
+        np.ascontiguousarray(inputs[tensor.name], dtype=tensor.dtype).tofile(path)
+        args.append(str(path))
+    args += [str(work / f"out{i}.bin") for i in range(len(program.outputs))]
+    return subprocess.run(args, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("which,what", [(0, "weights"), (1, "bias"), (-1, "ifmap")])
+def test_a_deleted_transfer_fails_loudly(cnn_builds, tmp_path, which, what):
+    """Delete one DMA call from the generated C (the weights, bias or input tile of the conv with a
+    bias) and rebuild: the hardware model refuses to read what nothing wrote, the inference fails."""
+    compiled = cnn_builds[SIZES[0]]
+    deleted = []
+
+    def delete_one(name, text):
+        if "// offloaded to strawberry" not in text or "strawberry_dma_in(" not in text or deleted:
+            return text
+        if not re.search(r"= strawberry_conv2d_nchw\((?:[^,]+, ){2}(?!-1)", text):  # the conv with a bias
+            return text
+        transfers = list(re.finditer(r"(?<== )strawberry_dma_in\([^;]*\)", text))  # calls, not declarations
+        victim = transfers[which]
+        deleted.append(victim.group(0))
+        return text[:victim.start()] + "0" + text[victim.end():]
+
+    broken = edited_mlf(compiled.path, tmp_path / "broken.tar", delete_one)
+    assert len(deleted) == 1
+    program = build(broken, tmp_path / "build")
+    done = run_program(program, random_inputs(MODELS / "cnn.onnx", seed=3), tmp_path)
+    assert done.returncode != 0
+    assert re.search(rf"strawberry: {KERNELS}: reads {what} bytes \[\d+, \d+\) of the scratchpad that nothing has "
+                     r"written since the layer began \(a missing transfer\?\) \(STRAWBERRY_EUNWRITTEN\)", done.stderr), \
+        done.stderr
+    # The generated status check returned STRAWBERRY_EUNWRITTEN; TVM's AOT main reports any failure as -1.
+    assert "error: inference failed with status -1" in done.stderr
+
+
+def test_layer_too_large_for_any_split_stays_on_the_cpu(tmp_path):
+    """At 4 KiB two convs of cnn.onnx cannot be split to fit: they run on the CPU, the offload report
+    says why, and the outputs are still right."""
+    compiled = compile_strawberry(MODELS / "cnn.onnx", tmp_path / "small.tar", 4096)
+    assert compiled.offloaded_functions() == 1
+    assert ("nn.conv2d: too large for the scratchpad at any split (one output row reads 1728 bytes of input "
+            "(8 channels x 3 rows x 18 columns), the ifmap partition holds 1636; scratchpad_bytes 4096) x1") \
+        in compiled.stdout
+    assert "(16 channels x 5 rows x 8 columns)" in compiled.stdout
+    inputs = random_inputs(MODELS / "cnn.onnx", seed=5)
+    (got,) = build(compiled.path, tmp_path / "b").run(inputs)[0].values()
+    np.testing.assert_allclose(got, onnx_reference(MODELS / "cnn.onnx", inputs)[0], **TOLERANCE)
+
+
+def test_partitions_and_rates_from_the_command_line(tmp_path, monkeypatch):
+    """Partition split and rates are target attributes; the model is configured with them."""
+    compiled = compile_strawberry(
+        MODELS / "conv2d.onnx", tmp_path / "o.tar", 32768, "--target-strawberry-ifmap_percent=20",
+        "--target-strawberry-weights_percent=50", "--target-strawberry-dma_bytes_per_cycle=16",
+        "--target-strawberry-dma_setup_cycles=5", "--target-strawberry-macs_per_cycle=128")
+    inputs = random_inputs(MODELS / "conv2d.onnx", seed=1)
+    (got,), counters = run_with_counters(compiled.path, tmp_path, inputs, monkeypatch)
+    np.testing.assert_allclose(got, onnx_reference(MODELS / "conv2d.onnx", inputs)[0], **TOLERANCE)
+    assert (counters["dma_bytes_per_cycle"], counters["dma_setup_cycles"], counters["macs_per_cycle"]) == (16, 5, 128)
+    assert counters["compute_cycles"] == -(-counters["macs"] // 128)
+    assert "strawberry_begin(32768, 16, 5, 128)" in "".join(offloaded_sources(compiled.path).values())
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--target-strawberry-ifmap_percent=80", "--target-strawberry-weights_percent=20"],
+     "ifmap_percent 80 and weights_percent 20"),
+    (["--target-strawberry-scratchpad_bytes=1002"], "scratchpad_bytes 1002 must be a multiple of 4"),
+    (["--target-strawberry-dma_bytes_per_cycle=0"], "dma_bytes_per_cycle 0"),
+])
+def test_bad_attribute_values(tmp_path, args, fragment):
+    done = run_tvmc("compile", "--target", "strawberry", *args, *EXT, MODELS / "cnn.onnx", "-f", "mlf",
+                    "-o", tmp_path / "o.tar")
+    assert_one_line_error(done, "strawberry", fragment)
+    assert not (tmp_path / "o.tar").exists()
+
+
+def test_help_lists_the_attributes():
+    done = run_tvmc("compile", "--help", *EXT)
+    assert done.returncode == 0, done.stderr
+    for attr in ("scratchpad_bytes", "ifmap_percent", "weights_percent", "dma_bytes_per_cycle", "dma_setup_cycles",
+                 "macs_per_cycle"):
+        assert f"--target-strawberry-{attr}" in done.stdout, attr

@@ -1,0 +1,12 @@
+"""Strawberry: Vanilla's conv engine behind a scratchpad of its own, fed by DMA transfers.
+
+The engine computes only on the scratchpad; a TIR pass (``passes.StrawberryDMAPass``) splits
+each offloaded conv into tiles that fit the scratchpad's partitions (``tiling``) and inserts,
+around each engine call, the DMA transfers of the weights, the padded input tile and the
+residual in, and of the output tile out (``program``).  The C side is
+``c_runtime/strawberry/strawberry.{h,c}``, a host model of the hardware that fails loudly on a
+read of anything no transfer has written.
+"""
+from .backend import StrawberryBackend
+
+__all__ = ["StrawberryBackend"]

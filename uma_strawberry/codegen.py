@@ -1,0 +1,15 @@
+"""C code put in front of every function offloaded to Strawberry: its C API's header, and the
+header of Vanilla's conv engine, which the hardware model calls.
+
+The absolute paths name the libraries; the framework packages each header's folder once
+into the output (strawberry.c and vanilla_accelerator.c) and rewrites the includes to bare
+file names.
+"""
+from tvm_extension.api.resources import data_folder
+from uma_vanilla.codegen import KERNEL_DIR as VANILLA_DIR
+
+KERNEL_DIR = data_folder(__package__, "c", "c_runtime/strawberry")
+
+
+def gen_includes() -> str:
+    return f'#include "{KERNEL_DIR / "strawberry.h"}"\n#include "{VANILLA_DIR / "vanilla_accelerator.h"}"\n'

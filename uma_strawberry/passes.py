@@ -1,0 +1,119 @@
+"""Strawberry's passes: the Relay pass describing each offloaded layer, and the TIR pass that
+inserts the DMA transfers around the compute calls."""
+
+import tvm
+from tvm import tir
+
+from tvm_extension.api import stages
+from tvm_extension.uma import lift_constants_pass, offloaded_functions
+from tvm_extension.uma.layout import fold_weights_pass, pack_weights_pass
+
+from . import program
+from .patterns import is_depthwise, split_composite
+from .tiling import Config, Layer, lower_bound, plan_layer
+
+TARGET = "strawberry"
+ATTR = "StrawberryLayer"  # function attribute: the roles of the parameters, window and output stage
+FLT_MAX = 3.4028234663852886e38
+log = stages.logger.getChild(TARGET)
+
+
+def _param_index(func, expr, role):
+    for i, param in enumerate(func.params):
+        if expr.same_as(param):
+            return i
+    raise ValueError(f"{func.attrs['global_symbol']}: its {role} tensor is computed inside the offloaded function")
+
+
+@tvm.transform.module_pass(opt_level=0, name="StrawberryDescribeLayer")
+def describe_layer(mod, _ctx):
+    """Record on each offloaded function which parameter is what (ifmap, weights, bias, residual,
+    PReLU slope), its window and its clamp; read from Relay, so the TIR pass needs no block names."""
+    for gvar, func in offloaded_functions(mod, TARGET):
+        if ATTR in func.attrs:  # partitioned before (the Python flow partitions, then tvmc.compile)
+            continue
+        conv, _, bias, residual, activation = split_composite(func.body)
+        kind = activation.op.name if activation is not None else None
+        lo, hi = (0.0, FLT_MAX) if kind == "nn.relu" else (-FLT_MAX, FLT_MAX)
+        if kind == "clip":
+            lo, hi = max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
+        roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias, "residual": residual,
+                 "slope": activation.args[1] if kind == "nn.prelu" else None}
+        layer = {role: _param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
+        pad_top, pad_left = (int(p) for p in conv.attrs.padding[:2])
+        layer.update(lo=lo, hi=hi, layout=str(conv.attrs.data_layout).lower(), strides=[int(s) for s in conv.attrs.strides],
+                     pad_top=pad_top, pad_left=pad_left, depthwise=int(is_depthwise(conv)))
+        mod[gvar] = func.with_attr(ATTR, layer)
+    return mod
+
+
+def validate_config(backend):
+    """Before partitioning: the target attributes must describe a chip (one line otherwise)."""
+
+    @tvm.transform.module_pass(opt_level=0, name="StrawberryValidateConfig")
+    def validate(mod, _ctx):
+        Config.from_attrs(getattr(backend, "target_attrs", backend._target_attrs))
+        return mod
+
+    return validate
+
+
+@tvm.tir.transform.prim_func_pass(opt_level=2)
+class StrawberryDMAPass:
+    """Replace an offloaded conv (+ bias, + residual, + activation) by its tiles: per tile, DMA
+    transfers of the weights, the input (padded on the way in) and the residual into scratchpad
+    buffers, the engine's call on scratchpad addresses, and a DMA transfer of the output tile
+    back to host memory; the split is ``tiling.plan_layer``'s for the current target attributes."""
+
+    def transform_function(self, func, mod, ctx):
+        relay_attrs = func.attrs["relay_attrs"] if func.attrs and "relay_attrs" in func.attrs else None
+        if relay_attrs is None or ATTR not in relay_attrs:
+            return func
+        described = relay_attrs[ATTR]
+        config = Config.from_attrs(func.attrs["target_attrs"])
+        program.register_memory(config)
+        buffers = [func.buffer_map[p] for p in func.params]
+        ifmap, weights, ofmap = buffers[int(described["ifmap"])], buffers[int(described["weights"])], buffers[-1]
+        layout = str(described["layout"])
+        size = dict(zip(layout, (int(d) for d in ifmap.shape)))
+        out = dict(zip(layout, (int(d) for d in ofmap.shape)))
+        oc, weight_ic, kh, kw = (int(d) for d in weights.shape)
+        depthwise = bool(int(described["depthwise"]))
+        if weight_ic != (1 if depthwise else size["c"]) or out["c"] != oc:
+            raise ValueError(f"{func.attrs['global_symbol']}: weights {list(weights.shape)} do not fit its input and output")
+        host = {role: buffers[int(described[role])].data if role in described else None
+                for role in ("ifmap", "weights", "bias", "residual", "slope")}
+        host["ofmap"] = ofmap.data
+        stride_h, stride_w = (int(s) for s in described["strides"])
+        layer = Layer(layout=layout, depthwise=depthwise, ic=size["c"], ih=size["h"], iw=size["w"], oc=oc, oh=out["h"],
+                      ow=out["w"], kh=kh, kw=kw, stride_h=stride_h, stride_w=stride_w,
+                      pad_top=int(described["pad_top"]), pad_left=int(described["pad_left"]),
+                      bias=host["bias"] is not None, residual=host["residual"] is not None,
+                      slope=host["slope"] is not None)
+        plan = plan_layer(layer, config)
+        log.info("%s: %s (lower bound %d bytes)", func.attrs["global_symbol"], plan.describe(), lower_bound(layer))
+        body = program.build(layer, plan, config, host, float(described["lo"]), float(described["hi"]))
+        return func.with_body(body)
+
+
+def lower_scratchpad_access():
+    """Phase 3: scratchpad buffer accesses become offsets in their partition (TVM's pass; the
+    build crashes without it on memory-info scopes)."""
+    return tir.transform.LowerDeviceStorageAccessInfo()
+
+
+def pack_weights():
+    """Strawberry's engine reads weights as [oc][ic][kh][kw] whatever the feature maps' layout."""
+    return pack_weights_pass(TARGET, "OIHW", name="StrawberryPackWeights")
+
+
+def fold_weights():
+    return fold_weights_pass(name="StrawberryFoldWeights")
+
+
+def lift_constants():
+    return lift_constants_pass(TARGET)
+
+
+__all__ = ["describe_layer", "validate_config", "StrawberryDMAPass", "lower_scratchpad_access", "pack_weights",
+           "fold_weights", "lift_constants"]

@@ -1,0 +1,51 @@
+"""Relay patterns offloaded to Strawberry: Vanilla's (its conv engine is Vanilla's), plus one
+condition of its own: the layer must fit the scratchpad at some split (``tiling.plan_layer``).
+
+The patterns, the split of a matched expression into conv / bias / residual / activation and
+the engine's own limits are imported from ``uma_vanilla.patterns``.
+"""
+from typing import Optional
+
+from uma_vanilla.patterns import (  # noqa: F401  (re-exported for the backend)
+    conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, hard_activation_reason, is_depthwise,
+    split_composite, why_not_offloaded as engine_reason,
+)
+
+from .tiling import Config, Layer, Unfit, plan_layer
+
+# The engine's window buffer (Vanilla's max_kernel_size default): 49 taps in any shape.
+MAX_KERNEL_SIZE = 7
+
+
+def layer_of(root) -> Layer:
+    """The Layer of a matched (type-checked) expression: conv2d [-> bias] [-> residual] [-> activation]."""
+    conv, add, _, residual, activation = split_composite(root)
+    attrs = conv.attrs
+    layout = str(attrs.data_layout)
+    data = [int(d) for d in conv.args[0].checked_type.shape]
+    out = [int(d) for d in conv.checked_type.shape]
+    weight = [int(d) for d in conv.args[1].checked_type.shape]
+    size = dict(zip(layout, data))
+    out_size = dict(zip(layout, out))
+    kernel_layout = str(attrs.kernel_layout)
+    pad_top, pad_left = (int(p) for p in attrs.padding[:2])
+    stride_h, stride_w = (int(s) for s in attrs.strides)
+    return Layer(
+        layout=layout.lower(), depthwise=is_depthwise(conv), ic=size["C"], ih=size["H"], iw=size["W"],
+        oc=out_size["C"], oh=out_size["H"], ow=out_size["W"], kh=weight[kernel_layout.index("H")],
+        kw=weight[kernel_layout.index("W")], stride_h=stride_h, stride_w=stride_w, pad_top=pad_top, pad_left=pad_left,
+        bias=add is not None, residual=residual is not None,
+        slope=activation is not None and activation.op.name == "nn.prelu",
+    )
+
+
+def why_not_offloaded(root, config: Config) -> Optional[str]:
+    """None when Strawberry computes this match, else why not (for the offload report)."""
+    reason = engine_reason(root, MAX_KERNEL_SIZE)
+    if reason is not None:
+        return reason
+    try:
+        plan_layer(layer_of(root), config)
+    except Unfit as unfit:
+        return f"too large for the scratchpad at any split ({unfit}; scratchpad_bytes {config.spad_bytes})"
+    return None
