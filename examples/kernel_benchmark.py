@@ -1,23 +1,40 @@
-"""GMAC/s of the Vanilla kernel library on this machine, NCHW and NHWC side by side.
+"""GMAC/s of the kernel libraries on this machine, one thread: Vanilla (float32, NCHW and NHWC)
+and QVanilla (int8, the packed entries compiled models call), with the one-core float peak.
 
-    python examples/kernel_benchmark.py [--cflags "-O2"]
+    python examples/kernel_benchmark.py [--cflags "-O2"] [--rounds 7] [--only vanilla|qvanilla]
 
-Builds c_runtime/vanilla with gcc into a shared library, runs each convolution shape
-repeatedly (median of 5 batches of about 0.2 s) and prints multiply-accumulates per second.
+Builds c_runtime/vanilla and c_runtime/qvanilla with gcc into shared libraries, and a float
+peak probe: a register-blocked sgemm-like loop (a 4x8 block of accumulators, 256-long
+reductions in L1) in C compiled with the same flags, i.e. what plain C reaches on this core at
+those flags (-O2: SSE2, no FMA).  numpy's float32 matmul on one thread (OpenBLAS, whatever
+SIMD the CPU has) is printed for reference.  Each row's variants are measured interleaved:
+rounds of one batch (about 0.05 s) of each in turn, and the median per variant is printed.
+Multiply-accumulates per second count the convolution's MACs only (no padding taps).
 This is a benchmark, not a test.
 """
-import argparse
-import ctypes
-import shlex
-import statistics
-import subprocess
-import tempfile
-import time
-from pathlib import Path
+import os
 
-import numpy as np
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # one thread, before numpy loads
+    os.environ[_var] = "1"
 
-KERNEL = Path(__file__).resolve().parent.parent / "c_runtime" / "vanilla" / "vanilla_accelerator.c"
+import argparse  # noqa: E402
+import ctypes  # noqa: E402
+import shlex  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from uma_qvanilla.packing import pack_conv, pack_depthwise  # noqa: E402
+
+VANILLA = ROOT / "c_runtime" / "vanilla" / "vanilla_accelerator.c"
+QVANILLA = ROOT / "c_runtime" / "qvanilla" / "qvanilla.c"
 # (oc, ic, h, w, kh, kw, stride, depthwise): the layer shapes of the example and real networks
 # ("same" padding; MTCNN's "valid" ones compute like their output-sized "same" twins)
 SHAPES = [(32, 32, 48, 48, 3, 3, 1, False), (64, 64, 24, 24, 3, 3, 1, False), (128, 128, 12, 12, 3, 3, 1, False),
@@ -25,51 +42,182 @@ SHAPES = [(32, 32, 48, 48, 3, 3, 1, False), (64, 64, 24, 24, 3, 3, 1, False), (1
           (40, 120, 49, 1, 1, 1, 1, False), (8, 8, 4, 4, 5, 5, 1, False), (24, 3, 128, 128, 5, 5, 2, False),
           (64, 32, 25, 5, 3, 3, 2, False), (96, 96, 16, 16, 3, 3, 1, True), (32, 32, 112, 112, 3, 3, 1, True),
           (28, 28, 64, 64, 3, 3, 2, True)]
+# QVanilla: dense 3x3 and 1x1 of 16-64 channels, strided, depthwise, and the int8 keyword-spotting
+# networks' layers (DS-CNN: 10x4 stride 2 on 1 channel, 3x3 depthwise and 1x1 on 64 channels of 25x5;
+# keyword_spotting_on_off_v3: 1x1 40 <-> 120 and 9x1 depthwise on 120 channels of 49x1)
+QSHAPES = [(16, 16, 32, 32, 3, 3, 1, False), (32, 32, 24, 24, 3, 3, 1, False), (64, 64, 16, 16, 3, 3, 1, False),
+           (16, 16, 32, 32, 1, 1, 1, False), (32, 32, 24, 24, 1, 1, 1, False), (64, 64, 16, 16, 1, 1, 1, False),
+           (32, 32, 24, 24, 3, 3, 2, False), (64, 64, 16, 16, 3, 3, 2, False),
+           (64, 1, 50, 10, 10, 4, 2, False), (64, 64, 25, 5, 1, 1, 1, False),
+           (120, 40, 49, 1, 1, 1, 1, False), (40, 120, 49, 1, 1, 1, 1, False),
+           (64, 64, 25, 5, 3, 3, 1, True), (32, 32, 48, 48, 3, 3, 1, True), (64, 64, 24, 24, 3, 3, 2, True),
+           (120, 120, 49, 1, 9, 1, 1, True)]
+
+PEAK_C = r"""
+/* c[4][8] += sum_k a[k][0..3] (x) b[k][0..7], k < n: 32 independent accumulators, spelled out so
+ * that gcc's SLP vectoriser keeps them in SIMD registers at -O2 (as c_runtime/vanilla does). */
+#define ROW(i) acc[i][0] += ai * b[0]; acc[i][1] += ai * b[1]; acc[i][2] += ai * b[2]; acc[i][3] += ai * b[3]; \
+               acc[i][4] += ai * b[4]; acc[i][5] += ai * b[5]; acc[i][6] += ai * b[6]; acc[i][7] += ai * b[7];
+void sgemm_4x8(const float* a, const float* b, float* c, int n) {
+  float acc[4][8];
+  for (int i = 0; i < 4; ++i) for (int j = 0; j < 8; ++j) acc[i][j] = c[i * 8 + j];
+  for (int k = 0; k < n; ++k, a += 4, b += 8) {
+    { const float ai = a[0]; ROW(0) }
+    { const float ai = a[1]; ROW(1) }
+    { const float ai = a[2]; ROW(2) }
+    { const float ai = a[3]; ROW(3) }
+  }
+  for (int i = 0; i < 4; ++i) for (int j = 0; j < 8; ++j) c[i * 8 + j] = acc[i][j];
+}
+"""
+PEAK_K = 256
 
 
-def gmacs(function, args, macs):
+def batch_size(function, args, seconds=0.05):
+    """Calls that take about ``seconds``."""
     start, calls = time.perf_counter(), 0
-    while time.perf_counter() - start < 0.05:  # calibrate a batch of about 0.2 s
+    while time.perf_counter() - start < seconds / 4:
         function(*args)
         calls += 1
-    batch = max(1, int(calls * 0.2 / (time.perf_counter() - start)))
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(batch):
-            function(*args)
-        times.append((time.perf_counter() - start) / batch)
-    return macs / statistics.median(times) / 1e9
+    return max(1, int(calls * seconds / (time.perf_counter() - start)))
+
+
+def interleaved(variants, rounds):
+    """{label: median seconds per call}; variants {label: (function, args)} timed in turn, batch by batch."""
+    batches = {label: batch_size(*fa) for label, fa in variants.items()}
+    samples = {label: [] for label in variants}
+    for _ in range(rounds):
+        for label, (function, args) in variants.items():
+            start = time.perf_counter()
+            for _ in range(batches[label]):
+                function(*args)
+            samples[label].append((time.perf_counter() - start) / batches[label])
+    return {label: statistics.median(times) for label, times in samples.items()}
+
+
+def build(work, name, source, cflags):
+    library = Path(work) / f"lib{name}.so"
+    subprocess.run(["gcc", *cflags, "-std=c11", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    return ctypes.CDLL(str(library)), library
+
+
+def text_bytes(library):
+    return subprocess.run(["size", str(library)], capture_output=True, text=True).stdout.splitlines()[1].split()[0]
+
+
+def pointer(array):
+    return array.ctypes.data_as(ctypes.c_void_p)
+
+
+class Peak:
+    """The float peak probe: (function, args) of one sgemm_4x8 call and its MACs."""
+
+    def __init__(self, lib):
+        rng = np.random.default_rng(1)
+        self.a = rng.standard_normal(4 * PEAK_K).astype(np.float32)
+        self.b = rng.standard_normal(8 * PEAK_K).astype(np.float32)
+        self.c = np.zeros(32, np.float32)
+        self.call = (lib.sgemm_4x8, (pointer(self.a), pointer(self.b), pointer(self.c), PEAK_K))
+        self.macs = 32 * PEAK_K
+
+
+def numpy_peak(rounds):
+    a, b = (np.random.default_rng(2).standard_normal((512, 512)).astype(np.float32) for _ in range(2))
+    seconds = interleaved({"numpy": (np.matmul, (a, b))}, rounds)["numpy"]
+    return 512**3 / seconds / 1e9
+
+
+def vanilla_rows(lib, rounds):
+    print("oc x ic x h x w, kernel | NCHW GMAC/s | NHWC GMAC/s")
+    print("--- | --- | ---")
+    rng = np.random.default_rng(0)
+    f = lambda a: a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    unbounded = (ctypes.c_float(-3.4e38), ctypes.c_float(3.4e38))
+    for oc, ic, h, w, kh, kw, stride, depthwise in SHAPES:
+        weights = rng.standard_normal((oc, 1 if depthwise else ic, kh, kw)).astype(np.float32)
+        ifmap = rng.standard_normal(ic * h * w).astype(np.float32)
+        oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride  # "same": pads (k-1)/2, rest at the end
+        results = {layout: np.empty(oc * oh * ow, np.float32) for layout in ("nchw", "nhwc")}
+        macs = oc * (1 if depthwise else ic) * oh * ow * kh * kw
+        sizes = ((oc, w, h) if depthwise else (oc, w, h, ic)) + (kh, kw, ow, oh, stride, stride, (kw - 1) // 2, (kh - 1) // 2)
+        entry = "vanilla_depthwise_conv2d{}" if depthwise else "vanilla_conv2d{}_general"
+        variants = {layout: (getattr(lib, entry.format(layout)), (f(ifmap), f(weights), None, None, None,
+                                                                  f(results[layout]), *sizes, *unbounded))
+                    for layout in ("nchw", "nhwc")}
+        seconds = interleaved(variants, rounds)
+        kind = f"{kh}x{kw}" + (f" stride {stride}" if stride > 1 else "") + (" depthwise" if depthwise else "")
+        print(f"{oc} x {ic} x {h} x {w}, {kind} | {macs / seconds['nchw'] / 1e9:.1f} | "
+              f"{macs / seconds['nhwc'] / 1e9:.1f}", flush=True)
+
+
+def qvanilla_rows(lib, peak, rounds):
+    """Per shape, interleaved: the packed entry (what compiled models call), the plain entry
+    (HWIO int8 weights, packed four channels at a time as it goes) and the float peak probe."""
+    print("oc x ic x h x w, kernel | packed GMAC/s | plain GMAC/s | float peak GMAC/s (same rounds)")
+    print("--- | --- | --- | ---")
+    rng = np.random.default_rng(0)
+    input_zp, weight_zp, output_zp = 3, 0, -2
+    peaks = []
+    for oc, ic, h, w, kh, kw, stride, depthwise in QSHAPES:
+        x = rng.integers(-128, 128, (h, w, ic)).astype(np.int8)
+        oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride
+        pad_top, pad_left = (kh - 1) // 2, (kw - 1) // 2
+        table = np.stack([rng.integers(-5000, 5000, oc), rng.integers(1 << 30, 1 << 31, oc),
+                          rng.integers(-10, -6, oc)]).astype(np.int32)
+        outputs = [np.empty((oh, ow, oc), np.int8) for _ in range(2)]
+        weights = rng.integers(-128, 128, (kh, kw, ic) if depthwise else (kh, kw, ic, oc)).astype(np.int8)
+        packed, bias = (pack_depthwise if depthwise else pack_conv)(weights, weight_zp, input_zp, table[0])
+        folded = np.stack([bias, table[1], table[2]]).astype(np.int32)
+        window = (kh, kw, stride, stride, pad_top, pad_left)
+        clamp = (output_zp, 127)  # a ReLU: about half the outputs clamp
+        if depthwise:
+            macs = oh * ow * oc * kh * kw
+            plain = (lib.qvanilla_depthwise_conv2d_nhwc_s8, (pointer(x), pointer(weights), pointer(table),
+                     pointer(outputs[1]), h, w, ic, oh, ow, *window, input_zp, weight_zp, output_zp, *clamp))
+            fast = (lib.qvanilla_depthwise_conv2d_nhwc_packed_s8, (pointer(x), pointer(packed), pointer(folded),
+                    pointer(outputs[0]), h, w, ic, oh, ow, *window, input_zp, output_zp, *clamp))
+        else:
+            macs = oh * ow * oc * ic * kh * kw
+            plain = (lib.qvanilla_conv2d_nhwc_s8, (pointer(x), pointer(weights), pointer(table), pointer(outputs[1]),
+                     h, w, ic, oh, ow, oc, *window, input_zp, weight_zp, output_zp, *clamp))
+            fast = (lib.qvanilla_conv2d_nhwc_packed_s8, (pointer(x), pointer(packed), pointer(folded),
+                    pointer(outputs[0]), h, w, ic, oh, ow, oc, *window, input_zp, output_zp, *clamp))
+        seconds = interleaved({"packed": fast, "plain": plain, "peak": peak.call}, rounds)
+        if fast[0](*fast[1]) or plain[0](*plain[1]) or not np.array_equal(*outputs):
+            raise SystemExit(f"error: the packed and plain entries disagree on {oc} x {ic} x {h} x {w}")
+        peaks.append(peak.macs / seconds["peak"] / 1e9)
+        kind = f"{kh}x{kw}" + (f" stride {stride}" if stride > 1 else "") + (" depthwise" if depthwise else "")
+        print(f"{oc} x {ic} x {h} x {w}, {kind} | {macs / seconds['packed'] / 1e9:.1f} | "
+              f"{macs / seconds['plain'] / 1e9:.1f} | {peaks[-1]:.1f}", flush=True)
+    return statistics.median(peaks)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cflags", default="-O2")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds per row (medians)")
+    parser.add_argument("--only", choices=["vanilla", "qvanilla"])
     args = parser.parse_args()
+    cflags = shlex.split(args.cflags)
     with tempfile.TemporaryDirectory() as work:
-        library = Path(work) / "libvanilla.so"
-        subprocess.run(["gcc", *shlex.split(args.cflags), "-std=c11", "-shared", "-fPIC", "-o", str(library),
-                        str(KERNEL)], check=True)
-        lib = ctypes.CDLL(str(library))
-        text = subprocess.run(["size", str(library)], capture_output=True, text=True).stdout.splitlines()[1].split()[0]
-        print(f"gcc {args.cflags}: library text {text} bytes")
-        print("oc x ic x h x w, kernel | NCHW GMAC/s | NHWC GMAC/s")
-        print("--- | --- | ---")
-        rng = np.random.default_rng(0)
-        f = lambda a: a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-        unbounded = (ctypes.c_float(-3.4e38), ctypes.c_float(3.4e38))
-        for oc, ic, h, w, kh, kw, stride, depthwise in SHAPES:
-            weights = rng.standard_normal((oc, 1 if depthwise else ic, kh, kw)).astype(np.float32)
-            ifmap = rng.standard_normal(ic * h * w).astype(np.float32)
-            oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride  # "same": pads (k-1)/2, rest at the end
-            result = np.empty(oc * oh * ow, np.float32)
-            macs = oc * (1 if depthwise else ic) * oh * ow * kh * kw
-            sizes = ((oc, w, h) if depthwise else (oc, w, h, ic)) + (kh, kw, ow, oh, stride, stride, (kw - 1) // 2, (kh - 1) // 2)
-            entry = "vanilla_depthwise_conv2d{}" if depthwise else "vanilla_conv2d{}_general"
-            row = [gmacs(getattr(lib, entry.format(layout)), (f(ifmap), f(weights), None, None, None, f(result), *sizes,
-                                                              *unbounded), macs) for layout in ("nchw", "nhwc")]
-            kind = f"{kh}x{kw}" + (f" stride {stride}" if stride > 1 else "") + (" depthwise" if depthwise else "")
-            print(f"{oc} x {ic} x {h} x {w}, {kind} | {row[0]:.1f} | {row[1]:.1f}", flush=True)
+        peak_source = Path(work) / "peak.c"
+        peak_source.write_text(PEAK_C)
+        peak = Peak(build(work, "peak", peak_source, cflags)[0])
+        if args.only != "qvanilla":
+            lib, library = build(work, "vanilla", VANILLA, cflags)
+            print(f"Vanilla (float32), gcc {args.cflags}: library text {text_bytes(library)} bytes")
+            vanilla_rows(lib, args.rounds)
+            print()
+        if args.only != "vanilla":
+            lib, library = build(work, "qvanilla", QVANILLA, cflags)
+            print(f"QVanilla (int8), gcc {args.cflags}: library text {text_bytes(library)} bytes")
+            median_peak = qvanilla_rows(lib, peak, args.rounds)
+        else:
+            median_peak = peak.macs / interleaved({"peak": peak.call}, args.rounds)["peak"] / 1e9
+        print()
+        print(f"one-core float peak: {median_peak:.1f} GMAC/s (float32 sgemm-like 4x8 register block in C, "
+              f"gcc {args.cflags}, median over the rows' rounds); numpy float32 matmul on 1 thread "
+              f"(OpenBLAS): {numpy_peak(args.rounds):.1f} GMAC/s")
 
 
 if __name__ == "__main__":
