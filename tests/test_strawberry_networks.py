@@ -1,0 +1,57 @@
+"""Real float networks on Strawberry at two scratchpad sizes: tvmc -> MLF -> gcc -> run against TVM's
+CPU build and the framework's interpreter; NHWC feature maps, depthwise convs, residual adds and
+PReLU all go through the scratchpad; the smaller scratchpad splits more and moves more, with the
+same outputs, and the hardware model counts exactly the planned transfers."""
+import numpy as np
+import pytest
+
+from conftest import assert_close, onnxruntime_reference, tflite_reference, tvm_cpu_reference
+from model_zoo import fetch
+from test_strawberry_end_to_end import compile_strawberry, offloaded_sources, run_with_counters
+
+pytestmark = pytest.mark.real_model
+
+
+def shapes_option(shapes):
+    """tvmc's --input-shapes value."""
+    return " ".join(f"{name}:[{','.join(map(str, shape))}]" for name, shape in shapes.items())
+
+# name: input shapes, framework reference, offloaded convs (all of the network's), what the calls
+# carry besides the conv, scratchpad sizes (the first holds most layers whole, the second splits them).
+NETWORKS = {
+    "mtcnn_pnet": ({"input_1": (1, 24, 24, 3)}, onnxruntime_reference, 5, "nn.prelu x3", (262144, 8192)),
+    "blazeface": ({"input": (1, 128, 128, 3)}, tflite_reference, 37, "add x16", (262144, 32768)),
+}
+
+
+@pytest.mark.parametrize("name", list(NETWORKS))
+def test_network_at_two_scratchpad_sizes(tmp_path, monkeypatch, name):
+    shapes, framework_reference, convs, fused, sizes = NETWORKS[name]
+    model = fetch(name)
+    rng = np.random.default_rng(11)
+    inputs = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    references = [reference(model, inputs) for reference in (tvm_cpu_reference, framework_reference)]
+    runs = []
+    for spad in sizes:
+        compiled = compile_strawberry(model, tmp_path / f"{spad}.tar", spad, "--input-shapes", shapes_option(shapes))
+        assert f"[strawberry] offloaded: nn.conv2d x{convs}," in compiled.stdout, compiled.stdout
+        assert compiled.offloaded_functions() == convs == len(compiled.plans)
+        assert fused in compiled.stdout
+        assert len(offloaded_sources(compiled.path)) == convs
+        got, counters = run_with_counters(compiled.path, tmp_path / f"run{spad}", inputs, monkeypatch)
+        for reference, expected in zip(("TVM's CPU build", "framework"), references):
+            assert len(got) == len(expected) >= 1
+            for i, (g, e) in enumerate(zip(got, expected)):
+                assert_close(g, e, what=f"{name} at {spad} bytes, output {i} vs {reference}")
+        assert counters["layers"] == convs
+        assert counters["dma_in_bytes"] + counters["dma_out_bytes"] == compiled.planned("bytes")
+        assert counters["dma_in_calls"] + counters["dma_out_calls"] == compiled.planned("transfers")
+        assert counters["spad_high_water"] <= spad
+        runs.append((got, counters, compiled))
+    (big_out, big, big_compiled), (small_out, small, _) = runs
+    assert small["dma_in_calls"] + small["dma_out_calls"] > big["dma_in_calls"] + big["dma_out_calls"]
+    moved = lambda c: c["dma_in_bytes"] + c["dma_out_bytes"]
+    assert big_compiled.planned("lower_bound") <= moved(big) < moved(small)
+    assert small["macs"] == big["macs"] and small["compute_calls"] > big["compute_calls"]
+    for g_small, g_big in zip(small_out, big_out):
+        np.testing.assert_allclose(g_small, g_big, rtol=1e-5, atol=1e-5)
