@@ -1,0 +1,156 @@
+"""Strawberry's split of a layer (uma_strawberry.tiling) and TVM's checks of the scratchpad
+partitions (uma_strawberry.program): the chosen split is the cheapest of every split that fits,
+fits its partitions, never moves fewer bytes than the lower bound, and TVM itself refuses a
+program whose buffers exceed a partition."""
+import dataclasses
+import itertools
+
+import pytest
+import tvm
+from tvm import tir
+from tvm.relay.backend import Executor
+
+from uma_strawberry import program
+from uma_strawberry.tiling import Config, ConfigError, Layer, Unfit, cost, lower_bound, plan_layer, tile_words
+
+ATTRS = dict(scratchpad_bytes=16384, ifmap_percent=40, weights_percent=30, dma_bytes_per_cycle=8, dma_setup_cycles=32,
+             macs_per_cycle=64)
+
+
+def config(**changes):
+    return Config.from_attrs({**ATTRS, **changes})
+
+
+LAYERS = [
+    Layer("nchw", False, ic=8, ih=16, iw=16, oc=16, oh=16, ow=16, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=1,
+          pad_left=1, bias=True),
+    Layer("nhwc", False, ic=3, ih=24, iw=24, oc=10, oh=11, ow=11, kh=3, kw=3, stride_h=2, stride_w=2, pad_top=0,
+          pad_left=0, bias=True, slope=True),
+    Layer("nhwc", True, ic=24, ih=32, iw=32, oc=24, oh=16, ow=16, kh=5, kw=5, stride_h=2, stride_w=2, pad_top=1,
+          pad_left=1, bias=True, residual=True),
+    Layer("nchw", False, ic=16, ih=9, iw=7, oc=12, oh=5, ow=4, kh=5, kw=3, stride_h=1, stride_w=2, pad_top=0,
+          pad_left=1, residual=True),
+]
+
+
+def fits(layer, rows, channels, cfg):
+    limits = (cfg.ifmap_bytes // 4, cfg.weights_bytes // 4, cfg.ofmap_bytes // 4)
+    return all(need <= limit for need, limit in zip(tile_words(layer, rows, channels), limits))
+
+
+@pytest.mark.parametrize("spad", [4096, 8192, 16384, 65536])
+@pytest.mark.parametrize("layer", LAYERS, ids=range(len(LAYERS)))
+def test_plan_is_the_cheapest_split_that_fits(layer, spad):
+    """Against every tile size (not only one per tile count) in both loop orders."""
+    cfg = config(scratchpad_bytes=spad)
+    candidates = [cost(layer, rows, channels, order)
+                  for rows, channels, order in itertools.product(range(1, layer.oh + 1), range(1, layer.oc + 1), (0, 1))
+                  if fits(layer, rows, channels, cfg)]
+    if not candidates:
+        with pytest.raises(Unfit):
+            plan_layer(layer, cfg)
+        return
+    plan = plan_layer(layer, cfg)
+    assert fits(layer, plan.rows, plan.channels, cfg)
+    assert plan.dma_bytes == min(c.dma_bytes for c in candidates)
+    assert plan.dma_calls == min(c.dma_calls for c in candidates if c.dma_bytes == plan.dma_bytes)
+    assert plan.dma_bytes >= lower_bound(layer)
+
+
+@pytest.mark.parametrize("layer", LAYERS, ids=range(len(LAYERS)))
+def test_more_scratchpad_never_moves_more(layer):
+    moved = []
+    for spad in (4096, 8192, 16384, 32768, 65536, 1 << 20):
+        try:
+            moved.append(plan_layer(layer, config(scratchpad_bytes=spad)).dma_bytes)
+        except Unfit:
+            assert not moved, "a layer that fits must fit a larger scratchpad"
+    assert moved == sorted(moved, reverse=True) and moved[-1] == lower_bound(layer)
+
+
+def test_weights_stay_resident_when_the_rows_are_split():
+    """Rows split, all output channels at once: the weights and bias are loaded once, not per row tile."""
+    plan = plan_layer(LAYERS[0], config())
+    assert plan.row_tiles > 1 and plan.channel_tiles == 1 and plan.weights_resident
+    assert plan.dma_in_calls == plan.row_tiles + 2
+
+
+def test_cost_counts_halo_and_padding():
+    """3x3 stride 1 pad 1 on 16 rows in 2 row tiles of 8: each tile reads 10 input rows (a halo of
+    2), of which the first tile's top row and the last's bottom row are padding."""
+    layer = LAYERS[0]
+    plan = cost(layer, 8, 16, rows_outer=True)
+    in_bytes = 4 * layer.ic * 16 * (9 + 9)  # 9 real rows of 16 real columns per tile
+    tile_bytes = 4 * layer.ic * 18 * (10 + 10)  # 10 rows x 18 columns per tile
+    weights = 4 * (16 * 8 * 9 + 16)
+    assert plan.dma_in_bytes == in_bytes + weights
+    assert plan.dma_pad_bytes == tile_bytes - in_bytes
+    assert plan.dma_out_bytes == 4 * 16 * 16 * 16
+    assert (plan.dma_in_calls, plan.dma_out_calls) == (2 + 2, 2)
+
+
+@pytest.mark.parametrize("layer,spad,fragment", [
+    (Layer("nchw", False, 64, 8, 200, 8, 8, 200, 3, 3, 1, 1, 1, 1), 16384,
+     "one output row reads 155136 bytes of input (64 channels x 3 rows x 202 columns), the ifmap partition holds 6552"),
+    (Layer("nchw", False, 1300, 1, 1, 8, 1, 1, 1, 1, 1, 1, 0, 0, bias=True), 16384,
+     "one output channel's weights take 5204 bytes, the weights partition holds 4912"),
+    (Layer("nhwc", True, 4, 2, 4000, 4, 2, 4000, 1, 1, 1, 1, 0, 0, residual=True), 65536,
+     "one output row of one channel takes 32000 bytes, the ofmap partition holds 19664"),
+])
+def test_unfit_says_which_partition(layer, spad, fragment):
+    with pytest.raises(Unfit, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        plan_layer(layer, config(scratchpad_bytes=spad))
+
+
+@pytest.mark.parametrize("changes,fragment", [
+    (dict(scratchpad_bytes=60), "scratchpad_bytes 60"),
+    (dict(scratchpad_bytes=4098), "scratchpad_bytes 4098"),
+    (dict(ifmap_percent=0), "ifmap_percent 0"),
+    (dict(ifmap_percent=70, weights_percent=30), "leave at least 1%"),
+    (dict(macs_per_cycle=0), "macs_per_cycle 0"),
+    (dict(dma_setup_cycles="x"), "dma_setup_cycles must be an integer"),
+])
+def test_bad_config(changes, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        config(**changes)
+
+
+def test_partitions():
+    cfg = config(scratchpad_bytes=10000, ifmap_percent=33, weights_percent=33)
+    assert (cfg.ifmap_bytes, cfg.weights_bytes, cfg.ofmap_bytes) == (3300, 3300, 3400)
+    assert cfg.bases == {"ifmap": 0, "weights": 3300, "ofmap": 6600}
+
+
+def _build(layer, plan, cfg):
+    """program.build's TIR for ``layer`` in a PrimFunc, compiled to C as the framework does."""
+    program.register_memory(cfg)
+    axes = "chw" if layer.layout == "nchw" else "hwc"
+    in_shape = {"c": layer.ic, "h": layer.ih, "w": layer.iw}
+    out_shape = {"c": layer.oc, "h": layer.oh, "w": layer.ow}
+    buffers = {
+        "ifmap": tir.decl_buffer([in_shape[a] for a in axes], "float32", name="ifmap"),
+        "weights": tir.decl_buffer([layer.oc, layer.weights_per_channel], "float32", name="weights"),
+        "ofmap": tir.decl_buffer([out_shape[a] for a in axes], "float32", name="ofmap"),
+    }
+    host = {role: buffers[role].data if role in buffers else None
+            for role in ("ifmap", "weights", "bias", "residual", "slope", "ofmap")}
+    body = program.build(layer, plan, cfg, host, -3.4e38, 3.4e38)
+    params = [tir.Var(name, "handle") for name in buffers]
+    func = tir.PrimFunc(params, body, buffer_map=dict(zip(params, buffers.values()))).with_attr("global_symbol", "layer")
+    mod = tvm.IRModule({"layer": func}).with_attr("executor", Executor("aot", {"unpacked-api": True,
+                                                                               "interface-api": "c"}))
+    config_ = {"tir.disable_vectorize": True, "tir.add_lower_pass": [(3, tir.transform.LowerDeviceStorageAccessInfo())]}
+    with tvm.transform.PassContext(opt_level=3, config=config_):
+        return tvm.build(mod, target="c").get_source()
+
+
+def test_tvm_checks_the_partitions():
+    """A plan made for a larger scratchpad does not compile for a smaller one: TVM's StorageRewrite
+    checks the buffers of each partition against its registered size."""
+    layer = dataclasses.replace(LAYERS[0], bias=False)
+    big, small = config(scratchpad_bytes=65536), config(scratchpad_bytes=8192)
+    plan = plan_layer(layer, big)
+    source = _build(layer, plan, big)
+    assert "strawberry_dma_in(" in source and "strawberry_conv2d_nchw(" in source
+    with pytest.raises(tvm.TVMError, match="Allocation exceed bound of memory tag global.strawberry_(weights|ifmap|ofmap)"):
+        _build(layer, plan, small)
