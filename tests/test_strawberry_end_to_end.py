@@ -220,3 +220,50 @@ def test_help_lists_the_attributes():
     for attr in ("scratchpad_bytes", "ifmap_percent", "weights_percent", "dma_bytes_per_cycle", "dma_setup_cycles",
                  "macs_per_cycle"):
         assert f"--target-strawberry-{attr}" in done.stdout, attr
+
+
+def output_stage_model(path):
+    """NCHW layers covering what a call carries: a dense conv with bias and ReLU; a depthwise conv of
+    stride 2 with asymmetric padding and a per-channel PReLU; a 1x1 conv with bias, a residual add
+    and a ReLU6 clip.  13 rows: row tiles with a remainder at small scratchpads."""
+    import onnx
+    from onnx import helper, numpy_helper
+    from make_models import float_model
+
+    rng = np.random.default_rng(7)
+    const = lambda name, shape: numpy_helper.from_array((rng.standard_normal(shape) * 0.4).astype(np.float32), name)
+    nodes = [
+        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], pads=[0, 1, 1, 0], strides=[2, 2],
+                         group=8),
+        helper.make_node("PRelu", ["c2", "slope"], ["p2"]),
+        helper.make_node("Conv", ["p2", "w3", "b3"], ["c3"], kernel_shape=[1, 1]),
+        helper.make_node("Add", ["c3", "p2"], ["a3"]),
+        helper.make_node("Clip", ["a3", "zero", "six"], ["output"]),
+    ]
+    inits = [const("w1", (8, 6, 3, 3)), const("b1", (8,)), const("w2", (8, 1, 3, 3)), const("b2", (8,)),
+             const("slope", (8, 1, 1)), const("w3", (8, 8, 1, 1)), const("b3", (8,)),
+             numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(6, np.float32), "six")]
+    onnx.save(float_model(nodes, inits, [1, 6, 13, 11], [1, 8, 6, 5], "strawberry_stage"), path)
+    return path
+
+
+@pytest.mark.parametrize("spad", [262144, 4096])
+def test_output_stage_depthwise_and_residual_in_nchw(tmp_path, monkeypatch, spad):
+    model = output_stage_model(tmp_path / "stage.onnx")
+    compiled = compile_strawberry(model, tmp_path / "stage.tar", spad)
+    assert compiled.offloaded_functions() == 3, compiled.stdout
+    for op in ("nn.prelu x1", "clip x1", "add x1", "nn.relu x1"):
+        assert op in compiled.stdout, compiled.stdout
+    calls = "".join(offloaded_sources(compiled.path).values())
+    assert "= strawberry_depthwise_conv2d_nchw(" in calls and "= strawberry_conv2d_nchw(" in calls
+    inputs = random_inputs(model, seed=2)
+    (got,), counters = run_with_counters(compiled.path, tmp_path, inputs, monkeypatch)
+    np.testing.assert_allclose(got, onnx_reference(model, inputs)[0], **TOLERANCE)
+    np.testing.assert_allclose(got, tvm_cpu_reference(model, inputs)[0], **TOLERANCE)
+    assert counters["dma_in_bytes"] + counters["dma_out_bytes"] == compiled.planned("bytes")
+    assert counters["dma_in_calls"] + counters["dma_out_calls"] == compiled.planned("transfers")
+    if spad == 4096:  # split, the last row tile shorter
+        assert "for (" in calls and "5 x 3 rows" in compiled.plans["tvmgen_default_strawberry_main_0"]["split"]
