@@ -12,8 +12,10 @@
  *    entry, four channels at a time into a stack buffer for the plain one;
  *  - dot2x4() computes 2 pixels x 4 channels: eight int16 x int16 dot products into 32-bit
  *    sums, a reduction gcc turns into pmaddwd (8 multiply-adds per instruction, SSE2).
- * Depthwise convs accumulate 8 channels at a time (vectors over the channel axis of NHWC).
- * Requantization is exact 64-bit integer arithmetic per output.
+ * Depthwise convs accumulate 16 channels at a time (vectors over the channel axis of NHWC):
+ * 16 int8 inputs widened and multiplied by 16 int16 weights into 32-bit sums per tap.
+ * Requantization is exact 64-bit integer arithmetic per output, clamped without branches.
+ * gcc -O2 -fopt-info-vec reports the loops of dot2x4(), dw_taps(), widen() and fill() vectorised.
  *
  * Integer sums wrap as unsigned 32-bit values (as the hardware's adders), so results do not
  * depend on the summation order and are bit-exact.  The entries validate every argument
@@ -262,20 +264,25 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
     for (size_t o0 = 0; o0 < oc; o0 += OB) {
       const size_t no = oc - o0 < OB ? oc - o0 : OB;
       qchan q[OB];
-      const int16_t* w = packed + o0 * kp;
+      const int16_t* w = packed != NULL ? packed + o0 * kp : quad;
       if (packed == NULL) {
-        for (size_t j = 0; j < OB; ++j) {
-          uint32_t sum = 0;
-          for (size_t k = 0; k < K; ++k) {
-            const int16_t v = j < no ? (int16_t)(raw[k * oc + o0 + j] - p->weight_zp) : 0;
+        uint32_t sums[OB] = {0};
+        for (size_t k = 0; k < K; ++k) {
+          const int8_t* r = raw + k * oc + o0;
+          for (size_t j = 0; j < no; ++j) {
+            const int16_t v = (int16_t)(r[j] - p->weight_zp);
             quad[j * kp + k] = v;
-            sum += (uint32_t)v;
+            sums[j] += (uint32_t)v;
           }
-          fill(quad + j * kp + K, 0, kp - K);
-          if (j < no) q[j] = channel(channel_params, oc, o0 + j,
-                                     (uint32_t)channel_params[o0 + j] - sum * (uint32_t)p->input_zp);
         }
-        w = quad;
+        for (size_t j = 0; j < OB; ++j) {
+          if (j < no) {
+            fill(quad + j * kp + K, 0, kp - K);
+            q[j] = channel(channel_params, oc, o0 + j, (uint32_t)channel_params[o0 + j] - sums[j] * (uint32_t)p->input_zp);
+          } else {
+            fill(quad + j * kp, 0, kp);
+          }
+        }
       } else {
         for (size_t j = 0; j < no; ++j) q[j] = channel(channel_params, oc, o0 + j, (uint32_t)channel_params[o0 + j]);
       }
