@@ -267,3 +267,17 @@ def test_output_stage_depthwise_and_residual_in_nchw(tmp_path, monkeypatch, spad
     assert counters["dma_in_calls"] + counters["dma_out_calls"] == compiled.planned("transfers")
     if spad == 4096:  # split, the last row tile shorter
         assert "for (" in calls and "5 x 3 rows" in compiled.plans["tvmgen_default_strawberry_main_0"]["split"]
+
+
+def test_split_model_under_sanitizers(cnn_builds, tmp_path, monkeypatch):
+    """The generated tile loops, the hardware model and the engine together under ASan and UBSan.
+    (Leak detection off: the host harness, c_runtime/host/mlf_main.c, does not free its inputs.)"""
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:halt_on_error=1")
+    monkeypatch.setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+    program = build(cnn_builds[8192].path, tmp_path / "b",
+                    cflags=["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"])
+    inputs = random_inputs(MODELS / "cnn.onnx", seed=3)
+    done = run_program(program, inputs, tmp_path)
+    assert done.returncode == 0 and "runtime error" not in done.stderr, done.stderr
+    got = np.fromfile(tmp_path / "out0.bin", np.float32).reshape(program.outputs[0].shape)
+    np.testing.assert_allclose(got, onnx_reference(MODELS / "cnn.onnx", inputs)[0], **TOLERANCE)
