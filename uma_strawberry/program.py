@@ -1,7 +1,7 @@
 """The TIR of one tiled layer: scratchpad buffers, DMA transfers around each compute call.
 
-Built directly as TIR statements from a ``tiling.Plan`` (see the package docstring for why not
-through ``tir.Schedule``).  The scratchpad buffers are ordinary TIR allocations in memory
+Built directly as TIR statements from a ``tiling.Plan`` (README.md says why not through
+``tir.Schedule``).  The scratchpad buffers are ordinary TIR allocations in memory
 scopes of Strawberry's own, one per partition (``global.strawberry_ifmap``, ``..._weights``,
 ``..._ofmap``), each registered with TVM's memory-info mechanism (``tvm.info.mem.<scope>``)
 with the partition's size.  TVM itself then

@@ -146,12 +146,6 @@ class Plan:
     def dma_calls(self) -> int:
         return self.dma_in_calls + self.dma_out_calls
 
-    def dma_cycles(self, config: Config) -> int:
-        """Cycles of the transfers (as the model counts them: setup + ceil(scratchpad bytes / rate) each);
-        approximated with the mean transfer size."""
-        moved = self.dma_in_bytes + self.dma_pad_bytes + self.dma_out_bytes
-        return self.dma_calls * config.dma_setup_cycles + -(-moved // config.dma_bytes_per_cycle)
-
     def describe(self) -> str:
         order = "rows outer" if self.rows_outer else "channels outer"
         resident = ", weights resident" if self.weights_resident else ""
