@@ -63,6 +63,7 @@ def test_example_extensions():
     targets = {e.name: [b.target_name for b in e.backends()] for e in found}
     assert targets == {
         "tvm_extension.qvanilla:QVanillaExtension": ["qvanilla"],
+        "tvm_extension.strawberry:StrawberryExtension": ["strawberry"],
         "tvm_extension.vanilla:VanillaExtension": ["vanilla_accelerator"],
     }
 

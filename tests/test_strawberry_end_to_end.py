@@ -16,9 +16,7 @@ from conftest import (
 from make_input import random_inputs
 from tvm_extension.mlf import build
 
-# The extension folder of Strawberry (to join examples/ext once tests/test_discovery.py, which pins the
-# example extensions, lists it).
-STRAWBERRY_EXT = ROOT / "uma_strawberry" / "ext"
+STRAWBERRY_EXT = ROOT / "examples" / "ext"
 EXT = ["--experimental-tvm-extension", STRAWBERRY_EXT]
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 # What the TIR pass logs per offloaded function (tvmc -v).

@@ -19,10 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tvm_extension.api.resources import data_folder
 from tvm_extension.mlf import build
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTENSION = Path(__file__).resolve().parent / "ext"
+EXTENSION = data_folder("tvm_extension.scaffold", "examples", "examples/ext")  # Vanilla, QVanilla, Strawberry
 PLAN = re.compile(r"DMA (\d+) bytes in (\d+) transfers \(lower bound (\d+) bytes\)")
 ZOO = {"mtcnn_pnet": "input_1:1,24,24,3", "blazeface": "input:1,128,128,3"}
 DEFAULT_SIZES = [4096, 8192, 16384, 32768, 65536, 262144, 1 << 20]
