@@ -251,6 +251,39 @@ def run_both(drivers, calls):
 # ---------------------------------------------------------------------------------------------
 # Vanilla (float32)
 
+# Vanilla's library as shipped (-O2), with the host's vector units and FMA (-march=native: fmaf,
+# 8 x 16 register blocks on AVX-512) and with odd register blocks (3 x 6) that leave partial
+# blocks everywhere; the rest of the driver as shipped.
+VANILLA_BUILDS = {"O2": None, "native": ["-O2", "-march=native"], "odd_blocks": ["-O2", "-DVANILLA_MR=3",
+                                                                                 "-DVANILLA_NR=6"]}
+
+
+@pytest.fixture(scope="module", params=list(VANILLA_BUILDS))
+def vdrivers(request, drivers, tmp_path_factory):
+    """Like drivers, with vanilla_accelerator.c compiled with one of VANILLA_BUILDS' flags."""
+    flags = VANILLA_BUILDS[request.param]
+    if flags is None:
+        return drivers
+    work = tmp_path_factory.mktemp(f"vanilla_{request.param}")
+    source = work / "driver.c"
+    source.write_text(DRIVER)
+    built = {}
+    for name, extra in (("plain", []), ("sanitized", SANITIZE)):
+        library = work / f"vanilla_{name}.o"
+        done = subprocess.run(["gcc", *flags, *extra, "-std=c99", "-Wall", "-Wextra", "-c", "-o", str(library),
+                               str(SOURCES[0])], capture_output=True, text=True)
+        assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+        executable = work / f"driver_{name}"
+        done = subprocess.run(["gcc", "-O2", *extra, "-std=c99", f"-I{VANILLA}", f"-I{QVANILLA}", "-o",
+                               str(executable), str(source), str(library), *map(str, SOURCES[1:])],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        env = dict(os.environ, **SANITIZER_ENV)
+        env.pop("LD_PRELOAD", None)
+        built[name] = Driver(executable, env)
+    return built
+
+
 UNBOUNDED = (-3.4e38, 3.4e38)
 
 
@@ -333,11 +366,21 @@ WINDOWS = [
     (9, 5, 6, 7, 1, 1, (1, 1), (2, 1), (2, 3)),             # 1x1 with padding: border outputs read only zeros
     (24, 16, 16, 16, 1, 1, (2, 2), (0, 0), (0, 0)),
     (2, 2, 2, 2100, 1, 2000, (1, 1), (0, 3), (0, 3)),       # kernel wider than a panel: column chunks
+    (10, 6, 12, 32, 3, 3, (1, 1), (1, 1), (1, 1)),          # NCHW rows that fill the lanes, stride 1 and 2
+    (9, 5, 11, 64, 3, 3, (2, 2), (1, 1), (1, 1)),
+    (8, 7, 6, 6, 3, 3, (1, 1), (1, 1), (1, 1)),             # output channel tails: the half-width kernel,
+    (12, 5, 5, 7, 3, 3, (1, 1), (1, 1), (1, 1)),            # a padded one, a whole block and a half
+    (24, 6, 7, 5, 3, 3, (1, 1), (0, 0), (0, 0)),
+    (40, 30, 4, 9, 3, 3, (1, 1), (1, 1), (1, 1)),           # ... with the reduction in chunks
+    (20, 40, 5, 300, 3, 3, (1, 1), (1, 1), (1, 1)),         # a row's window too large: tiles of columns
+    (6, 4, 9, 10, 1, 1, (2, 2), (1, 1), (1, 1)),            # strides wider than the kernel, padded
+    (7, 3, 13, 17, 3, 3, (4, 4), (1, 2), (1, 1)),
+    (3, 2, 5, 4, 3, 300, (1, 1), (1, 150), (1, 150)),       # a window wider than the kernels' reduction
 ]
 
 
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_windows_outside_the_image(drivers, layout):
+def test_windows_outside_the_image(vdrivers, layout):
     """Rows and columns outside the input on every side, strides, tiles, 1x1 and one-column paths."""
     calls, expected = [], []
     for i, (oc, ic, ih, iw, kh, kw, stride, pad, pad_end) in enumerate(WINDOWS):
@@ -347,7 +390,7 @@ def test_windows_outside_the_image(drivers, layout):
         oh, ow = (output_size(*a) for a in zip((ih, iw), (kh, kw), stride, pad, pad_end))
         calls.append(window_call(layout, ifmap, weights, (oh, ow), stride, pad))
         expected.append(numpy_conv(ifmap, weights, oh, ow, stride, pad))
-    for (status, arrays), want in zip(run_both(drivers, calls), expected):
+    for (status, arrays), want in zip(run_both(vdrivers, calls), expected):
         assert status == V["OK"]
         assert_matches(from_layout(arrays[5], layout), want)
 
@@ -356,15 +399,18 @@ STAGES = [dict(), dict(bias=True), dict(residual=True), dict(slope=True), dict(l
           dict(bias=True, residual=True, slope=True, lo=-1.0, hi=2.0), dict(bias=True, slope=True, lo=-0.5)]
 
 
+@pytest.mark.parametrize("shape", [(10, 7, 9, 3, (2, 1), (1, 2)), (40, 11, 32, 3, (1, 1), (1, 1))],
+                         ids=["small", "blocks"])
 @pytest.mark.parametrize("depthwise", [False, True], ids=["conv", "depthwise"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_every_output_stage(drivers, layout, depthwise):
-    """Bias, residual and PReLU slope each present or NULL, with and without a clamp."""
+def test_every_output_stage(vdrivers, layout, depthwise, shape):
+    """Bias, residual and PReLU slope each present or NULL, with and without a clamp, on a small
+    map and on one of whole and partial register blocks."""
     rng = np.random.default_rng(3)
-    c, ih, iw, k, stride, pad = 10, 7, 9, 3, (2, 1), (1, 2)
+    c, ih, iw, k, stride, pad = shape
     ifmap = rng.standard_normal((c, ih, iw)).astype(np.float32)
     weights = rng.standard_normal((c, k, k) if depthwise else (c, c, k, k)).astype(np.float32)
-    oh, ow = output_size(ih, k, 2, 1, 1), output_size(iw, k, 1, 2, 2)
+    oh, ow = output_size(ih, k, stride[0], pad[0], pad[0]), output_size(iw, k, stride[1], pad[1], pad[1])
     conv = (numpy_depthwise if depthwise else numpy_conv)(ifmap, weights, oh, ow, stride, pad)
     calls, expected = [], []
     for stage in STAGES:
@@ -374,12 +420,12 @@ def test_every_output_stage(drivers, layout, depthwise):
                      lo=stage.get("lo", UNBOUNDED[0]), hi=stage.get("hi", UNBOUNDED[1]))
         calls.append(window_call(layout, ifmap, weights, (oh, ow), stride, pad, depthwise=depthwise, **parts))
         expected.append(numpy_stage(conv, **parts))
-    for (status, arrays), want in zip(run_both(drivers, calls), expected):
+    for (status, arrays), want in zip(run_both(vdrivers, calls), expected):
         assert status == V["OK"]
         assert_matches(from_layout(arrays[5], layout), want)
 
 
-def test_shorthand_entries(drivers):
+def test_shorthand_entries(vdrivers):
     """The eight "same"-padded stride-1 entries, each output stage, both layouts."""
     rng = np.random.default_rng(4)
     oc, ic, ih, iw, kh, kw = 6, 5, 9, 11, 5, 3
@@ -402,7 +448,7 @@ def test_shorthand_entries(drivers):
         ]:
             calls.append(Call(f"conv2d{layout}{stage}", arrays, sizes, floats))
             expected.append((layout, want))
-    for (status, arrays), (layout, want) in zip(run_both(drivers, calls), expected):
+    for (status, arrays), (layout, want) in zip(run_both(vdrivers, calls), expected):
         assert status == V["OK"]
         assert_matches(from_layout(arrays[-1], layout), want)
 
@@ -412,17 +458,25 @@ DEPTHWISE = [
     (24, 16, 16, 3, 3, (1, 1), (1, 1), (1, 1)),
     (28, 16, 16, 3, 3, (2, 2), (0, 0), (1, 1)),
     (3, 9, 11, 5, 5, (1, 1), (6, 7), (6, 7)),               # pads beyond the kernel
-    (150, 8, 7, 3, 3, (1, 1), (0, 0), (0, 0)),              # three 64-channel chunks with tails
+    (150, 8, 7, 3, 3, (1, 1), (0, 0), (0, 0)),              # channel blocks with a tail
     (16, 20, 50, 7, 7, (2, 3), (3, 2), (3, 4)),
     (9, 4, 70, 1, 3, (1, 1), (0, 100), (0, 1)),             # a left pad far beyond the tile
     (5, 6, 6, 8, 8, (1, 1), (7, 7), (7, 7)),                # 64 taps, the window buffer's limit
     (4, 3, 80, 1, 64, (1, 2), (0, 30), (0, 30)),
     (4, 80, 3, 64, 1, (3, 1), (40, 0), (2, 0)),
+    (28, 17, 17, 3, 3, (2, 2), (1, 1), (1, 1)),             # stride 2, a row's phases starting on odd columns
+    (20, 9, 31, 5, 5, (2, 2), (2, 2), (2, 2)),
+    (12, 10, 13, 3, 3, (3, 4), (1, 1), (1, 1)),             # strides wider than the kernel
+    (10, 9, 9, 1, 1, (2, 2), (0, 0), (0, 0)),
+    (40, 6, 7, 3, 3, (1, 1), (1, 1), (1, 1)),               # channel blocks of 16 + 16 + 8
+    (300, 5, 6, 3, 3, (1, 1), (1, 1), (1, 1)),              # too many channels for one panel: groups
+    (16, 4, 300, 3, 3, (1, 1), (1, 1), (1, 1)),             # a row too wide for one panel: tiles
+    (5, 3, 200, 3, 3, (1, 2), (1, 1), (1, 1)),
 ]
 
 
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_depthwise_windows_outside_the_image(drivers, layout):
+def test_depthwise_windows_outside_the_image(vdrivers, layout):
     calls, expected = [], []
     for i, (c, ih, iw, kh, kw, stride, pad, pad_end) in enumerate(DEPTHWISE):
         rng = np.random.default_rng(100 + i)
@@ -433,7 +487,7 @@ def test_depthwise_windows_outside_the_image(drivers, layout):
         calls.append(window_call(layout, ifmap, weights, (oh, ow), stride, pad, bias, lo=-1.0, hi=2.0,
                                  depthwise=True))
         expected.append(numpy_stage(numpy_depthwise(ifmap, weights, oh, ow, stride, pad), bias, lo=-1.0, hi=2.0))
-    for (status, arrays), want in zip(run_both(drivers, calls), expected):
+    for (status, arrays), want in zip(run_both(vdrivers, calls), expected):
         assert status == V["OK"]
         assert_matches(from_layout(arrays[5], layout), want)
 
@@ -518,7 +572,7 @@ def vanilla_errors():
 
 @pytest.mark.parametrize("depthwise", [False, True], ids=["conv", "depthwise"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_pads_as_large_as_an_int(drivers, layout, depthwise):
+def test_pads_as_large_as_an_int(vdrivers, layout, depthwise):
     """Every window entirely in the padding (left, top, or right/bottom far past the image): the
     output is the output stage of zero, and no index or pointer leaves its tensor."""
     rng = np.random.default_rng(8)
@@ -532,7 +586,7 @@ def test_pads_as_large_as_an_int(drivers, layout, depthwise):
     calls = [window_call(layout, ifmap, weights, out_hw, stride, pad, bias, depthwise=depthwise)
              for out_hw, stride, pad in windows]
     first = (numpy_depthwise if depthwise else numpy_conv)(ifmap, weights, 1, 1, (1, 1), (0, 0))[:, 0, 0]
-    for (_, _, pad), (status, arrays) in zip(windows, run_both(drivers, calls)):
+    for (_, _, pad), (status, arrays) in zip(windows, run_both(vdrivers, calls)):
         assert status == V["OK"]
         got = from_layout(arrays[5], layout)
         expected = np.broadcast_to(bias[:, None, None], got.shape).copy()

@@ -14,16 +14,27 @@ STATUS = {m.group(1): int(m.group(2)) for m in re.finditer(
     r"^#define VANILLA_(\w+) (\d+)", KERNEL.with_suffix(".h").read_text(), re.MULTILINE)}
 
 
-@pytest.fixture(scope="module")
-def vanilla(tmp_path_factory):
-    library = tmp_path_factory.mktemp("kernel") / "libvanilla.so"
-    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", str(library), str(KERNEL)], check=True)
+# The library as the host build compiles it (-O2: SSE2, a multiply then an add), with the host's
+# vector units and FMA (-O3 -march=native: fmaf, 8 x 16 register blocks on AVX-512), and with odd
+# register blocks (3 x 6, half-width kernel of 3 lanes) that leave partial blocks everywhere.
+FLAGS = {"O2": ["-O2"], "native": ["-O3", "-march=native"], "odd_blocks": ["-O2", "-DVANILLA_MR=3", "-DVANILLA_NR=6"]}
+
+
+def build(directory, flags):
+    library = directory / "libvanilla.so"
+    subprocess.run(["gcc", *flags, "-std=c11", "-shared", "-fPIC", "-o", str(library), str(KERNEL)], check=True)
     lib = ctypes.CDLL(str(library))
+    lib.build_flags = flags
     for layout in ("nchw", "nhwc"):
         for stage in ("", "_bias_clamp", "_clamp"):
             getattr(lib, f"vanilla_conv2d{layout}{stage}").restype = ctypes.c_int32
         getattr(lib, f"vanilla_conv2d{layout}_general").restype = ctypes.c_int32
     return lib
+
+
+@pytest.fixture(scope="module", params=list(FLAGS))
+def vanilla(request, tmp_path_factory):
+    return build(tmp_path_factory.mktemp(request.param), FLAGS[request.param])
 
 
 def _call(lib, ifmap, weights, result):
@@ -171,6 +182,19 @@ WINDOWS = [
     (3, 5, 5, 6, 3, 3, (1, 1), (3, 4), (3, 4)),
     (33, 40, 20, 21, 5, 5, (3, 3), (2, 2), (2, 2)),
     (12, 40, 49, 1, 9, 1, (2, 1), (3, 0), (4, 0)),  # one column, as keyword spotting's audio
+    # NCHW rows that fill the lanes (a multiple of 16, or 64 and more), at stride 1 and 2
+    (10, 6, 12, 32, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (9, 5, 11, 64, 3, 3, (2, 2), (1, 1), (1, 1)),
+    # output channel tails: 8 (the half-width kernel), 12, 24 (a whole block and a half), 40
+    (8, 7, 6, 6, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (12, 5, 5, 7, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (24, 6, 7, 5, 3, 3, (1, 1), (0, 0), (0, 0)),
+    (40, 3, 4, 9, 1, 1, (1, 1), (0, 0), (0, 0)),
+    # many channels on a wide row: the input window of a whole row does not fit, tiles of columns
+    (20, 40, 5, 300, 3, 3, (1, 1), (1, 1), (1, 1)),
+    # strides wider than the kernel (each pixel's window on its own), with padding
+    (6, 4, 9, 10, 1, 1, (2, 2), (1, 1), (1, 1)),
+    (7, 3, 13, 17, 3, 3, (4, 4), (1, 2), (1, 1)),
 ]
 
 
@@ -187,6 +211,54 @@ def test_general_window_matches_numpy_in_both_layouts(vanilla, oc, ic, ih, iw, k
         assert status == 0
     assert results["nhwc"].tobytes() == results["nchw"].tobytes()
     np.testing.assert_allclose(results["nchw"], numpy_conv(ifmap, weights, oh, ow, stride, pad), rtol=1e-5, atol=5e-4)
+
+
+# (oc, ic, ih, iw, kh, kw, stride, pad): each engine and its whole and partial register blocks
+STAGE_SHAPES = [
+    (12, 5, 10, 32, 3, 3, (1, 1), (1, 1)),   # NCHW rows of 32: output channels in rows, pixels in lanes
+    (40, 6, 9, 11, 3, 3, (1, 1), (1, 1)),    # output channels in lanes (16 + 16 + 8), zero-padded panel
+    (21, 9, 12, 12, 1, 1, (1, 1), (0, 0)),   # 1x1: the input read in place
+    (33, 40, 9, 10, 3, 3, (2, 1), (1, 1)),   # reductions in chunks, partial sums through the result
+]
+
+
+@pytest.mark.parametrize("oc,ic,ih,iw,kh,kw,stride,pad", STAGE_SHAPES)
+def test_whole_output_stage_agrees_in_both_layouts(vanilla, oc, ic, ih, iw, kh, kw, stride, pad):
+    """Bias, residual, PReLU and clamp together on shapes whose blocks are whole and partial."""
+    rng = np.random.default_rng(oc + ic)
+    ifmap = rng.standard_normal((ic, ih, iw)).astype(np.float32)
+    weights = rng.standard_normal((oc, ic, kh, kw)).astype(np.float32)
+    oh, ow = (ih + 2 * pad[0] - kh) // stride[0] + 1, (iw + 2 * pad[1] - kw) // stride[1] + 1
+    bias, slope = rng.standard_normal(oc).astype(np.float32), rng.uniform(0.05, 0.5, oc).astype(np.float32)
+    residual = rng.standard_normal((oc, oh, ow)).astype(np.float32)
+    results = {}
+    for layout in ("nchw", "nhwc"):
+        status, results[layout] = general(vanilla, layout, ifmap, weights, (oh, ow), stride, pad, bias=bias,
+                                          residual=residual, slope=slope, lo=-2.0, hi=3.0)
+        assert status == 0
+    assert results["nhwc"].tobytes() == results["nchw"].tobytes()
+    v = numpy_conv(ifmap, weights, oh, ow, stride, pad) + bias[:, None, None] + residual
+    expected = np.clip(np.where(v < 0, v * slope[:, None, None], v), -2.0, 3.0)
+    np.testing.assert_allclose(results["nchw"], expected, rtol=1e-5, atol=5e-4)
+
+
+def test_results_do_not_depend_on_the_register_blocks(vanilla, tmp_path):
+    """Every output sums its products in one order whatever the tiling: the library built with
+    other register blocks (and so other tiles and chunks) gives the same bits."""
+    other = build(tmp_path, [f for f in vanilla.build_flags if not f.startswith("-D")] + ["-DVANILLA_MR=5",
+                                                                                          "-DVANILLA_NR=10"])
+    rng = np.random.default_rng(2)
+    for oc, ic, ih, iw, kh, kw, stride, pad in STAGE_SHAPES + [(16, 24, 13, 40, 5, 5, (1, 1), (2, 2))]:
+        ifmap = rng.standard_normal((ic, ih, iw)).astype(np.float32)
+        weights = rng.standard_normal((oc, ic, kh, kw)).astype(np.float32)
+        oh, ow = (ih + 2 * pad[0] - kh) // stride[0] + 1, (iw + 2 * pad[1] - kw) // stride[1] + 1
+        channels = rng.standard_normal((oc, ih, iw)).astype(np.float32)  # a depthwise conv's input
+        for layout in ("nchw", "nhwc"):
+            ours, theirs = (general(lib, layout, ifmap, weights, (oh, ow), stride, pad)[1] for lib in (vanilla, other))
+            assert ours.tobytes() == theirs.tobytes(), (layout, oc, ic, ih, iw, kh, kw)
+            ours, theirs = (depthwise(lib, layout, channels, weights[:, 0], (oh, ow), stride, pad)[1]
+                            for lib in (vanilla, other))
+            assert ours.tobytes() == theirs.tobytes(), ("depthwise", layout, oc, ih, iw, kh, kw)
 
 
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
@@ -237,6 +309,17 @@ DEPTHWISE = [
     (150, 8, 7, 3, 3, (1, 1), (0, 0), (0, 0)),
     (16, 20, 50, 7, 7, (2, 3), (3, 2), (3, 4)),
     (9, 4, 70, 1, 3, (1, 1), (0, 1), (0, 1)),
+    # stride 2 with a left pad (a row's two phases start on an odd column), 5x5 of stride 2
+    (28, 17, 17, 3, 3, (2, 2), (1, 1), (1, 1)),
+    (20, 9, 31, 5, 5, (2, 2), (2, 2), (2, 2)),
+    # strides wider than the kernel, and a 1x1 of stride 2
+    (12, 10, 13, 3, 3, (3, 4), (1, 1), (1, 1)),
+    (10, 9, 9, 1, 1, (2, 2), (0, 0), (0, 0)),
+    # 40 channels (16 + 16 + 8), too many channels for one panel (groups), a row wider than a panel
+    (40, 6, 7, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (300, 5, 6, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (16, 4, 300, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (5, 3, 200, 3, 3, (1, 2), (1, 1), (1, 1)),
 ]
 
 

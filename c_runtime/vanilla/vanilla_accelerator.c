@@ -1,78 +1,296 @@
-/* Host mock of the Vanilla accelerator's Conv2D engine.
+/* Host mock of the Vanilla accelerator's Conv2D engine, in portable C99 tuned for one CPU core.
  *
- * Direct convolution, blocked for one CPU core in portable C99:
- *  - For each output row y and tile of up to TX output columns, the input rows the tile needs
- *    are copied into a zero-padded stack panel (one panel row per reduction row j = c*kh + ky),
- *    so the padding costs no branches and every row is contiguous and L1-resident.
- *  - A register block computes OB output channels x XS output pixels.  Its accumulators are
- *    written out per element (macros) so gcc's SLP vectoriser keeps them in SIMD registers,
- *    even at -O2: per reduction step it loads XS inputs, broadcasts OB weights, does OB*XS MACs.
- *  - If the panel cannot hold all reduction rows (or kernel columns) at once, they are processed
- *    in chunks and the partial sums go through `result`.
- * Every output's summation order depends only on the shape, so results are bit-for-bit
- * reproducible run to run.
+ * Every output is one chain of multiply-adds over its reduction index k = (c, ky, kx) in that
+ * order (the flat order of a weight row; depthwise: (ky, kx)), starting from +0 and adding a zero
+ * product for a tap in the padding; only then comes the output stage.  However the work below is
+ * tiled, blocked or chunked (partial sums parked in `result` and reloaded are the same floats),
+ * that chain is the same, so NCHW and NHWC give the same bits, and so do builds with other
+ * register blocks.  MADD is fmaf() where the target has a fast one (FP_FAST_FMAF: e.g.
+ * -march=native on x86-64) and a multiply then an add otherwise: an FMA build's bits differ from
+ * a plain one's, but both layouts use the same, so they agree under any flags.
+ *
+ * Dense convolutions run on one register-blocked kernel, gemm(): MR rows x NR lanes of
+ * accumulators, per reduction step MR broadcasts times NR contiguous lanes.  Two engines feed it:
+ *  - conv_rows (NCHW, when output rows fill the lanes): lanes are output pixels of a row, read
+ *    from a zero-padded panel of input rows; rows are output channels, weights read in place;
+ *  - conv_pixels (NHWC, and NCHW with narrow rows): lanes are output channels of weights
+ *    transposed into a small buffer; rows are output pixels, read in place when no window leaves
+ *    the image, else from a zero-padded channel-innermost panel of the tile's input window.
+ * Depthwise convolutions have their own kernel, over zero-padded panels too: NCHW vectorises
+ * along output columns (MR output rows x NR columns), NHWC across channels (MR pixels x NR
+ * channels, input rows through a ring so each is copied once).
+ * The output stage (bias, residual, PReLU, clamp) runs on each register block as it leaves the
+ * kernel (close_block()), while it is in L1, not in a pass of its own over the result.
+ *
+ * The loops are written so that gcc vectorises them at -O2 (SSE2 on x86-64) and better with
+ * -march=native (AVX2/AVX-512 registers and FMA): the kernels' loops over rows and lanes are
+ * unrolled completely, which makes their accumulators scalars that the SLP vectoriser packs into
+ * SIMD registers; everything else is short loops of fixed length.  No intrinsics; any C99
+ * compiler builds it (other compilers ignore the GNU pragmas and attributes).
+ *
  * The entries validate their arguments first (one status code per kind of problem, see the
  * header); past that, no index arithmetic can overflow and no pointer is formed outside a tensor
  * (rows outside the image are zero-filled without a source pointer). */
 #include "vanilla_accelerator.h"
 
 #include <float.h>
-#include <math.h>
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-/* At -O3 gcc's loop vectoriser vectorises block()'s reduction loop across j with lane shuffles,
- * ~5x slower than the SLP code below.  Turning that pass off changes nothing at -O2 (gcc 12);
- * other compilers ignore this. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-tree-loop-vectorize")
-#endif
-
-/* block() must stay out of line: inlined into the loop nest below, gcc 12 no longer keeps its
- * accumulators in SIMD registers (~3x slower at -O2). */
 #if defined(__GNUC__)
 #define NOINLINE __attribute__((noinline))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 64")
+#define NOUNROLL _Pragma("GCC unroll 1")
 #else
 #define NOINLINE
+#define ALWAYS_INLINE inline
+#define UNROLL
+#define NOUNROLL
+#endif
+
+/* The kernels' reduction loop must stay a loop: gcc's loop vectoriser (on at -O2 for loops of
+ * known trip count, at -O3 for all) would vectorise it across k with lane shuffles, several
+ * times slower than the SLP code.  Turning it off for them alone leaves it on elsewhere. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KERNEL NOINLINE __attribute__((optimize("no-tree-loop-vectorize")))
+#else
+#define KERNEL NOINLINE
+#endif
+
+#if defined(FP_FAST_FMAF)
+#define MADD(a, b, c) fmaf((a), (b), (c))
+#else
+#define MADD(a, b, c) ((c) + (a) * (b))
+#endif
+
+/* Register block: MR rows x NR lanes.  32 vector registers (AVX-512) hold 8 x 16 floats of
+ * accumulators; 16 (SSE, AVX2) hold 4 x 16.  -DVANILLA_MR / -DVANILLA_NR override them (e.g.
+ * -DVANILLA_NR=32 with -mprefer-vector-width=512). */
+#ifndef VANILLA_MR
+#if defined(__AVX512F__)
+#define VANILLA_MR 8
+#else
+#define VANILLA_MR 4
+#endif
+#endif
+#ifndef VANILLA_NR
+#define VANILLA_NR 16
 #endif
 
 enum {
-  OB = 4,     /* output channels per register block */
-  XS = 8,     /* output pixels per register block (the macros below are written for 4 x 8) */
-  TX = 64,    /* output pixels per panel tile */
-  CAP = 2048  /* floats in the stack panel (8 KB) */
+  MR = VANILLA_MR,
+  NR = VANILLA_NR,
+  NH = NR / 2,     /* lanes of the half-width kernel (channel tails) */
+  KMAX = 256,      /* reduction steps per kernel call (longer reductions go in chunks) */
+  TP = 64,         /* conv_rows: output pixels per panel tile */
+  PTILE = 256,     /* conv_pixels: about this many output pixels per tile */
+  MAX_TAPS = 64,   /* depthwise: kh*kw limit */
+  CAP0 = 2 * MR * KMAX > MAX_TAPS * (NR + 1) ? 2 * MR * KMAX : MAX_TAPS * (NR + 1),
+  CAP = CAP0 > 4096 ? CAP0 : 4096 /* floats in a panel (16 KB or more): the smallest tiles fit */
 };
+typedef char vanilla_block_is_valid[(MR >= 1 && MR <= 16 && NR >= 2 && NR <= 64 && NR % 2 == 0) ? 1 : -1];
 
 static int imin(int a, int b) { return a < b ? a : b; }
 static int imax(int a, int b) { return a > b ? a : b; }
+static int round_up(int n, int m) { return (n + m - 1) / m * m; }
 
-/* acc[o][0..7] += wv * r[0..7], spelled out so the accumulators stay in registers. */
-#define MAC(o, wv) { const float w_ = (wv); \
-  acc[o][0] += w_ * r[0]; acc[o][1] += w_ * r[1]; acc[o][2] += w_ * r[2]; acc[o][3] += w_ * r[3]; \
-  acc[o][4] += w_ * r[4]; acc[o][5] += w_ * r[5]; acc[o][6] += w_ * r[6]; acc[o][7] += w_ * r[7]; }
-#define ROW(o, S) S(o, 0) S(o, 1) S(o, 2) S(o, 3) S(o, 4) S(o, 5) S(o, 6) S(o, 7)
-#define ALL(S) ROW(0, S) ROW(1, S) ROW(2, S) ROW(3, S)
-#define LOAD(o, x) acc[o][x] = out[o * os + x];
-#define ZERO(o, x) acc[o][x] = 0.0f;
-#define STORE(o, x) out[o * os + x] = acc[o][x];
+/* ---------------------------------------------------------------------------------------------
+ * The output stage */
 
-/* out[o*os + x] (+)= sum_kx sum_j w_o[j*kw + kx] * panel[j*W + kx + x] for o < 4, x < 8. */
-NOINLINE static void block(const float* restrict panel, int nj, int W, int nkx, int kw,
-                           const float* restrict w0, const float* restrict w1, const float* restrict w2,
-                           const float* restrict w3, float* restrict out, size_t os, int accumulate) {
-  float acc[OB][XS];
-  if (accumulate) { ALL(LOAD) } else { ALL(ZERO) }
-  for (int kx = 0; kx < nkx; ++kx) {
-    for (int j = 0; j < nj; ++j) { /* j innermost: consecutive steps read different panel rows */
-      const float* r = panel + (size_t)j * W + kx;
-      const size_t k = (size_t)j * kw + kx;
-      MAC(0, w0[k]) MAC(1, w1[k]) MAC(2, w2[k]) MAC(3, w3[k])
+/* Per output element of channel o: v = conv + bias[o] + residual; v = v < 0 ? slope[o] * v : v;
+ * result = clamp(v, lo, hi).  A part left out (NULL) is skipped. */
+typedef struct {
+  const float *bias, *residual, *slope;
+  float lo, hi; /* +-INFINITY for no bound */
+  int clamp;
+} stage_t;
+
+enum { BY_ROW, BY_LANE, ONE }; /* a block's channel: ch + row, ch + lane, or ch throughout */
+
+/* ---------------------------------------------------------------------------------------------
+ * Kernels: MR x L accumulators (L = NR or NH lanes) at out[i*ld + x], which is `result` itself for a
+ * whole block whose lanes are contiguous there, else a small tile.  (The output stage is not
+ * applied here: gcc 12's SLP vectoriser cannot vectorise its clamp, and would then leave the
+ * whole kernel scalar; close_block() runs it as loops that vectorise.) */
+
+/* out[i*ld + x] (+)= sum_k a[i][aoff[k]] * b[boff[k] + x] for i < MR, x < L, k < nk, in k order. */
+static ALWAYS_INLINE void gemm_body(int L, int nk, const float* const* a, const ptrdiff_t* aoff, const float* b,
+                                    const ptrdiff_t* boff, float* out, size_t ld, int accumulate) {
+  float acc[MR][NR];
+  const float* ap[MR];
+  UNROLL for (int i = 0; i < MR; ++i) {
+    ap[i] = a[i];
+    UNROLL for (int x = 0; x < L; ++x) acc[i][x] = accumulate ? out[i * ld + x] : 0.0f;
+  }
+  for (int k = 0; k < nk; ++k) {
+    const float* bk = b + boff[k];
+    const ptrdiff_t o = aoff[k];
+    UNROLL for (int i = 0; i < MR; ++i) {
+      const float v = ap[i][o];
+      UNROLL for (int x = 0; x < L; ++x) acc[i][x] = MADD(v, bk[x], acc[i][x]);
     }
   }
-  ALL(STORE)
+  UNROLL for (int i = 0; i < MR; ++i) UNROLL for (int x = 0; x < L; ++x) out[i * ld + x] = acc[i][x];
 }
+
+KERNEL static void gemm(int nk, const float* const* a, const ptrdiff_t* aoff, const float* b, const ptrdiff_t* boff,
+                        float* out, size_t ld, int accumulate) {
+  gemm_body(NR, nk, a, aoff, b, boff, out, ld, accumulate);
+}
+
+KERNEL static void gemm_half(int nk, const float* const* a, const ptrdiff_t* aoff, const float* b,
+                             const ptrdiff_t* boff, float* out, size_t ld, int accumulate) {
+  gemm_body(NH, nk, a, aoff, b, boff, out, ld, accumulate);
+}
+
+/* Depthwise: out[i*ld + x] = sum_j w_j[x] * p[i][toff[j] + x] for i < MR, x < NR, in j order, where
+ * w_j[x] is w[j*ws + x] (a weight per lane: NHWC's channels) or w[j] (one per tap: NCHW). */
+static ALWAYS_INLINE void dw_body(int per_lane, int taps, const float* w, size_t ws, const float* const* p,
+                                  const ptrdiff_t* toff, float* out, size_t ld) {
+  float acc[MR][NR];
+  const float* pp[MR];
+  UNROLL for (int i = 0; i < MR; ++i) {
+    pp[i] = p[i];
+    UNROLL for (int x = 0; x < NR; ++x) acc[i][x] = 0.0f;
+  }
+  for (int j = 0; j < taps; ++j) {
+    const ptrdiff_t o = toff[j];
+    float wj[NR]; /* (loaded before the rows: gcc 12 -O3 keeps the rows' sums in SIMD registers then) */
+    UNROLL for (int x = 0; x < NR; ++x) wj[x] = per_lane ? w[j * ws + x] : w[j];
+    UNROLL for (int i = 0; i < MR; ++i) {
+      const float* pi = pp[i] + o;
+      UNROLL for (int x = 0; x < NR; ++x) acc[i][x] = MADD(wj[x], pi[x], acc[i][x]);
+    }
+  }
+  UNROLL for (int i = 0; i < MR; ++i) UNROLL for (int x = 0; x < NR; ++x) out[i * ld + x] = acc[i][x];
+}
+
+KERNEL static void dw_lanes(int taps, const float* w, size_t ws, const float* const* p, const ptrdiff_t* toff,
+                            float* out, size_t ld) {
+  dw_body(1, taps, w, ws, p, toff, out, ld);
+}
+
+KERNEL static void dw_taps(int taps, const float* w, const float* const* p, const ptrdiff_t* toff, float* out,
+                           size_t ld) {
+  dw_body(0, taps, w, 0, p, toff, out, ld);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The way out of a register block */
+
+/* A register block: its rows x n outputs (i, x) are result[base + i*rs + x*ls] of channel ch + i
+ * (BY_ROW), ch + x (BY_LANE) or ch (ONE). */
+typedef struct {
+  float* result;
+  size_t base, rs, ls;
+  int rows, n, by, ch;
+} block_t;
+
+static block_t block(float* result, size_t base, size_t rs, size_t ls, int rows, int n, int by, int ch) {
+  block_t b = {result, base, rs, ls, rows, n, by, ch};
+  return b;
+}
+
+/* Where the kernel puts the block (row stride *ld): in place when it is whole (MR rows, NR
+ * contiguous lanes), else a zeroed [MR][NR] tile (holding the partial sums so far if accumulate). */
+static float* open_block(const block_t* b, float* tile, size_t* ld, int accumulate) {
+  if (b->rows == MR && b->n == NR && b->ls == 1) {
+    *ld = b->rs;
+    return b->result + b->base;
+  }
+  *ld = NR;
+  memset(tile, 0, MR * NR * sizeof(float));
+  if (accumulate)
+    for (int i = 0; i < b->rows; ++i)
+      for (int x = 0; x < b->n; ++x) tile[i * NR + x] = b->result[b->base + i * b->rs + x * b->ls];
+  return tile;
+}
+
+/* One row of a block, NR lanes: loops of fixed length that gcc vectorises at -O2 and above
+ * (kept loops: unrolled first, -O3 would leave their clamp scalar). */
+static void row_add(float* restrict o, const float* restrict v) {
+  NOUNROLL for (int x = 0; x < NR; ++x) o[x] += v[x];
+}
+static void row_add1(float* restrict o, float c) {
+  NOUNROLL for (int x = 0; x < NR; ++x) o[x] += c;
+}
+static void row_prelu(float* restrict o, const float* restrict s) {
+  NOUNROLL for (int x = 0; x < NR; ++x) o[x] = o[x] < 0.0f ? o[x] * s[x] : o[x];
+}
+static void row_prelu1(float* restrict o, float s) {
+  NOUNROLL for (int x = 0; x < NR; ++x) o[x] = o[x] < 0.0f ? o[x] * s : o[x];
+}
+static void row_clamp(float* restrict o, float lo, float hi) {
+  NOUNROLL for (int x = 0; x < NR; ++x) {
+    const float v = o[x] < lo ? lo : o[x]; /* maxps, minps: no branches; a NaN stays a NaN */
+    o[x] = v > hi ? hi : v;
+  }
+}
+/* bias and clamp in one pass, the usual stage */
+static void row_add_clamp(float* restrict o, const float* restrict v, float lo, float hi) {
+  NOUNROLL for (int x = 0; x < NR; ++x) {
+    const float a = o[x] + v[x], c = a < lo ? lo : a;
+    o[x] = c > hi ? hi : c;
+  }
+}
+static void row_add1_clamp(float* restrict o, float c, float lo, float hi) {
+  NOUNROLL for (int x = 0; x < NR; ++x) {
+    const float a = o[x] + c, d = a < lo ? lo : a;
+    o[x] = d > hi ? hi : d;
+  }
+}
+
+/* The output stage (st != NULL) over the block the kernel left at out (row stride ld, from
+ * open_block), row by row while it is in L1, then a tile's valid part to result.  In a tile the
+ * lanes past the block hold values nothing stores. */
+static void close_block(const block_t* b, float* out, size_t ld, const stage_t* st) {
+  const int inplace = out == b->result + b->base && b->rows == MR && b->n == NR && b->ls == 1;
+  if (st != NULL) {
+    const int lane = b->by == BY_LANE;
+    float bl[NR], sl[NR]; /* per-lane bias and slope of a partial block, zero past it */
+    const float *bias = st->bias, *slope = st->slope;
+    if (lane && bias != NULL) {
+      if (b->n == NR) bias += b->ch;
+      else { for (int x = 0; x < NR; ++x) bl[x] = x < b->n ? bias[b->ch + x] : 0.0f; bias = bl; }
+    }
+    if (lane && slope != NULL) {
+      if (b->n == NR) slope += b->ch;
+      else { for (int x = 0; x < NR; ++x) sl[x] = x < b->n ? slope[b->ch + x] : 0.0f; slope = sl; }
+    }
+    for (int i = 0; i < b->rows; ++i) {
+      float* o = out + i * ld;
+      const int ch = b->ch + (b->by == BY_ROW ? i : 0);
+      const int fused = st->residual == NULL && st->slope == NULL && st->clamp; /* v = clamp(v + bias) */
+      if (bias != NULL) {
+        if (fused) {
+          if (lane) row_add_clamp(o, bias, st->lo, st->hi);
+          else row_add1_clamp(o, bias[ch], st->lo, st->hi);
+          continue;
+        }
+        if (lane) row_add(o, bias); else row_add1(o, bias[ch]);
+      }
+      if (st->residual != NULL) {
+        const float* r = st->residual + b->base + i * b->rs;
+        if (inplace) row_add(o, r);
+        else for (int x = 0; x < b->n; ++x) o[x] += r[x * b->ls];
+      }
+      if (slope != NULL) {
+        if (lane) row_prelu(o, slope); else row_prelu1(o, slope[ch]);
+      }
+      if (st->clamp) row_clamp(o, st->lo, st->hi);
+    }
+  }
+  if (!inplace)
+    for (int i = 0; i < b->rows; ++i)
+      for (int x = 0; x < b->n; ++x) b->result[b->base + i * b->rs + x * b->ls] = out[i * ld + x];
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Geometry and validation */
 
 /* Where the engine's DMA finds element (channel c, pixel p) of a feature map with `channels`
  * channels and `plane` pixels: NCHW keeps each channel's plane contiguous, NHWC each pixel's channels. */
@@ -91,8 +309,6 @@ typedef struct {
   int sh, sw, pt, pl; /* strides; zero rows above and columns left of the input (the rest is implied by oh, ow) */
   int nhwc;
 } conv_t;
-
-enum { MAX_TAPS = 64 }; /* depthwise: kh*kw limit (NHWC's window buffer) */
 
 /* acc *= n unless the product of floats would exceed PTRDIFF_MAX bytes (then 0); n >= 1. */
 static int fits(size_t* acc, int n) {
@@ -129,279 +345,479 @@ static int32_t check(const float* ifmap, const float* weights, const float* resu
   return VANILLA_OK;
 }
 
-/* panel[q] = src[(col0 + q*step) * pixel] for q < W, zero where that column is outside 0 .. iw-1
- * (or everywhere, for a row outside the image: src == NULL, never offset).  The q in [lo, hi) read
- * the image; the others, however far the padding reaches, are zeros within panel[0 .. W-1].
+/* The columns q in [lo, hi) of a run of W whose column q is col0 + q*step, that are inside 0 .. iw-1.
  * col0 = x*stride + kx - pad >= -INT_MAX: -col0 fits an int, iw - 1 - col0 (< 2*INT_MAX) an unsigned. */
-static void fill_row(float* restrict panel, int W, const float* src, int col0, int step, int iw, size_t pixel) {
-  int lo = W, hi = W;
-  if (src != NULL && col0 < iw) {
-    const int first = col0 >= 0 ? 0 : (-col0 - 1) / step + 1; /* the first q at a column >= 0 */
-    const unsigned end = ((unsigned)iw - 1u - (unsigned)col0) / (unsigned)step + 1u; /* the first q right of it */
-    lo = first < W ? first : W;
-    hi = end < (unsigned)W ? (int)end : W;
-    if (hi < lo) hi = lo;
-  }
-  for (int q = 0; q < lo; ++q) panel[q] = 0.0f;
-  if (lo < hi) { /* 0 <= col0 + lo*step < iw */
-    const float* s = src + ((ptrdiff_t)col0 + (ptrdiff_t)lo * step) * (ptrdiff_t)pixel;
-    if (pixel == 1 && step == 1) {
-      memcpy(panel + lo, s, (size_t)(hi - lo) * sizeof(float));
+typedef struct {
+  int lo, hi;
+} span_t;
+
+static span_t span(int W, int col0, int step, int iw) {
+  span_t s = {W, W};
+  if (col0 < iw) {
+    if (step == 1) { /* (no divisions) */
+      s.lo = col0 >= 0 ? 0 : -col0 < W ? -col0 : W;
+      s.hi = (unsigned)iw - (unsigned)col0 < (unsigned)W ? iw - col0 : W;
     } else {
-      const size_t stride = (size_t)step * pixel;
-      for (int q = lo; q < hi; ++q, s += stride) panel[q] = *s;
+      const int first = col0 >= 0 ? 0 : (-col0 - 1) / step + 1; /* the first q at a column >= 0 */
+      const unsigned end = ((unsigned)iw - 1u - (unsigned)col0) / (unsigned)step + 1u; /* the first q right of it */
+      s.lo = first < W ? first : W;
+      s.hi = end < (unsigned)W ? (int)end : W;
     }
+    if (s.hi < s.lo) s.hi = s.lo;
   }
-  for (int q = hi; q < W; ++q) panel[q] = 0.0f;
+  return s;
 }
 
-/* NHWC 1x1 convolution: a matrix product result[p][o] = sum_c ifmap[p][c] * weights[o][c] over
- * the plane's pixels p.  block() runs with its roles swapped: the panel holds the weights,
- * transposed to [c][o], once per tile of output channels (not per pixel row), the register
- * block's four "weight rows" are four pixels' channel vectors, and its eight contiguous lanes
- * are output channels, which NHWC keeps contiguous, so nothing is gathered or scattered.
- * Each output sums c = 0 .. ic-1 in order, as the NCHW path does: the same bits. */
-static void pointwise_nhwc(const float* ifmap, const float* weights, float* result, int oc, int ic, size_t pixels) {
-  const int fit = (CAP / ic) / XS * XS; /* output channels per tile that keep all of c in one panel */
-  const int to = imin(imax(fit, XS), (oc + XS - 1) / XS * XS);
-  float panel[CAP];
-  for (int o0 = 0; o0 < oc; o0 += to) {
-    const int no = imin(to, oc - o0), nr = (no + XS - 1) / XS * XS, jstep = CAP / nr;
-    for (int c0 = 0; c0 < ic; c0 += jstep) {
-      const int nj = imin(jstep, ic - c0), first = c0 == 0;
-      for (int j = 0; j < nj; ++j)
-        for (int q = 0; q < nr; ++q) panel[j * nr + q] = q < no ? weights[(size_t)(o0 + q) * ic + c0 + j] : 0.0f;
-      for (size_t p0 = 0; p0 < pixels; p0 += OB) {
-        const int np = (int)(pixels - p0 < OB ? pixels - p0 : OB);
-        const float* px[OB]; /* missing pixels of a partial block reuse the last one */
-        for (int o = 0; o < OB; ++o) px[o] = ifmap + (p0 + (size_t)(o < np ? o : np - 1)) * ic + c0;
-        for (int xs = 0; xs < nr; xs += XS) {
-          float* dst = result + p0 * oc + o0 + xs;
-          const int nx = imin(XS, no - xs), direct = np == OB && nx == XS;
-          float tile[OB * XS];
-          if (!direct && !first) {
-            memset(tile, 0, sizeof tile);
-            for (int o = 0; o < np; ++o)
-              for (int x = 0; x < nx; ++x) tile[o * XS + x] = dst[(size_t)o * oc + x];
+/* d[q] = s[q*step] for q < n: short contiguous runs without a call (blocks of 8 are vectorised
+ * even at -O2), long ones with memcpy. */
+static inline void copy_run(float* restrict d, const float* restrict s, int n, int step) {
+  if (step == 1 && n >= 64) {
+    memcpy(d, s, (size_t)n * sizeof(float));
+  } else if (step == 1 && n >= 8) { /* the last block of 8 overlaps the one before: no scalar tail */
+    for (int q = 0; q < n - 8; q += 8)
+      for (int t = 0; t < 8; ++t) d[q + t] = s[q + t];
+    for (int t = 0; t < 8; ++t) d[n - 8 + t] = s[n - 8 + t];
+  } else if (step == 1) {
+    for (int q = 0; q < n; ++q) d[q] = s[q];
+  } else if (step == 2) {
+    for (int q = 0; q < n; ++q) d[q] = s[2 * q];
+  } else {
+    for (int q = 0; q < n; ++q) d[q] = s[(size_t)q * step];
+  }
+}
+
+/* even[q] = s[2q], odd[q] = s[2q+1] for q < n: a stride-2 row split into its two phases in one
+ * pass (vectorised with shuffles). */
+static void split2(float* restrict even, float* restrict odd, const float* restrict s, int n) {
+  int q = 0;
+  for (; q + 8 <= n; q += 8)
+    for (int t = 0; t < 8; ++t) {
+      even[q + t] = s[2 * (q + t)];
+      odd[q + t] = s[2 * (q + t) + 1];
+    }
+  for (; q < n; ++q) {
+    even[q] = s[2 * q];
+    odd[q] = s[2 * q + 1];
+  }
+}
+
+/* d[q] = 0 for q < n, without a call for a few. */
+static void zero_run(float* d, int n) {
+  if (n > 8) {
+    memset(d, 0, (size_t)n * sizeof(float));
+  } else {
+    for (int t = 0; t < 8; ++t)
+      if (t < n) d[t] = 0.0f;
+  }
+}
+
+/* panel[q] = src[col0 + q*step] for q < W, zero where that column is outside 0 .. iw-1 (or
+ * everywhere, for a row outside the image: src == NULL, never offset). */
+static void fill_row(float* restrict panel, int W, const float* src, int col0, int step, int iw) {
+  const span_t s = src == NULL ? span(W, iw, 1, iw) : span(W, col0, step, iw);
+  zero_run(panel, s.lo);
+  if (s.lo < s.hi) copy_run(panel + s.lo, src + ((ptrdiff_t)col0 + (ptrdiff_t)s.lo * step), s.hi - s.lo, step);
+  zero_run(panel + s.hi, W - s.hi);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Dense convolution */
+
+/* NCHW, lanes along output rows.  Per tile of up to TP output pixels of row y, the input rows it
+ * needs are copied into a zero-padded panel: at stride 1 one panel row per (c, ky), the kernel's
+ * columns sliding along it; wider strides one row per (c, ky, kx) holding every sw-th column.
+ * Rows are MR output channels, their weights read in place.  Reductions longer than a panel or
+ * KMAX steps go in chunks of whole panel rows. */
+static void conv_rows(const float* ifmap, const float* weights, float* result, const conv_t* g, const stage_t* st) {
+  const int taps = g->kh * g->kw;
+  const size_t K = (size_t)g->ic * (size_t)taps;
+  const int slide = g->sw == 1 && g->kw <= KMAX, kslide = slide ? g->kw : 1;
+  const int per_c = slide ? g->kh : taps; /* panel rows per input channel */
+  const size_t nrows = (size_t)g->ic * (size_t)per_c;
+  const int tmax = imin(TP / NR * NR, round_up(g->ow, NR)), W = tmax + kslide - 1; /* <= TP + KMAX - 1 < CAP */
+  const int rows_fit = imin(CAP / W, KMAX / kslide);
+  const size_t nchunks = (nrows + (size_t)rows_fit - 1) / (size_t)rows_fit;
+  const size_t rows_per = (nrows + nchunks - 1) / nchunks; /* balanced chunks, <= rows_fit */
+  const size_t iplane = (size_t)g->ih * g->iw, oplane = (size_t)g->oh * g->ow;
+  float panel[CAP], tile[MR * NR];
+  ptrdiff_t ident[KMAX], boff[KMAX];
+  for (int k = 0; k < KMAX; ++k) ident[k] = k;
+
+  for (int y = 0; y < g->oh; ++y) {
+    for (int x0 = 0; x0 < g->ow; x0 += tmax) {
+      const int n = imin(tmax, g->ow - x0), nr = round_up(n, NR), Wt = nr + kslide - 1;
+      for (size_t r0 = 0; r0 < nrows; r0 += rows_per) {
+        const int nrw = (int)(nrows - r0 < rows_per ? nrows - r0 : rows_per), nk = nrw * kslide;
+        const int first = r0 == 0, last = r0 + (size_t)nrw == nrows;
+        size_t c = r0 / (size_t)per_c;
+        int rr = (int)(r0 % (size_t)per_c); /* position within channel c: ky (slide) or ky*kw + kx */
+        for (int j = 0; j < nrw; ++j) {
+          const int ky = slide ? rr : rr / g->kw, kx = slide ? 0 : rr % g->kw, iy = y * g->sh + ky - g->pt;
+          const float* src = iy < 0 || iy >= g->ih ? NULL : ifmap + c * iplane + (size_t)iy * g->iw;
+          fill_row(panel + (size_t)j * Wt, Wt, src, x0 * g->sw + kx - g->pl, g->sw, g->iw);
+          if (++rr == per_c) { rr = 0; ++c; }
+        }
+        for (int k = 0; k < nk; ++k) boff[k] = (ptrdiff_t)(k / kslide) * Wt + k % kslide;
+        for (int ob = 0; ob < g->oc; ob += MR) {
+          const int no = imin(MR, g->oc - ob);
+          const float* a[MR]; /* missing channels of a partial block reuse the last one */
+          for (int i = 0; i < MR; ++i) a[i] = weights + (size_t)(ob + imin(i, no - 1)) * K + r0 * (size_t)kslide;
+          for (int xs = 0; xs < nr; xs += NR) {
+            const block_t b = block(result, (size_t)ob * oplane + (size_t)y * g->ow + (size_t)(x0 + xs), oplane, 1, no,
+                                    imin(NR, n - xs), BY_ROW, ob);
+            size_t ld;
+            float* out = open_block(&b, tile, &ld, !first);
+            gemm(nk, a, ident, panel + xs, boff, out, ld, !first);
+            close_block(&b, out, ld, last ? st : NULL);
           }
-          block(panel + xs, nj, nr, 1, 1, px[0], px[1], px[2], px[3], direct ? dst : tile,
-                direct ? (size_t)oc : XS, !first);
-          if (!direct)
-            for (int o = 0; o < np; ++o)
-              for (int x = 0; x < nx; ++x) dst[(size_t)o * oc + x] = tile[o * XS + x];
         }
       }
     }
   }
 }
 
-/* The convolution engine. */
-static void conv2d(const float* ifmap, const float* weights, float* result, conv_t g) {
-  const layout_t in = layout_of(g.nhwc, (size_t)g.ic, (size_t)g.ih * g.iw);
-  const layout_t out = layout_of(g.nhwc, (size_t)g.oc, (size_t)g.oh * g.ow);
-  const size_t plane = (size_t)g.ih * g.iw;
+/* Lanes across output channels (any layout; kh*kw <= KMAX).  The weights of a chunk of input
+ * channels and NR output channels are transposed into wt[k][lane] once per tile (once in all
+ * when the input is read in place).  Rows are MR
+ * output pixels: read in place when no window leaves the image, otherwise from a panel holding
+ * the tile's input window, zero-padded and channel-innermost ([row][column][channel]), so every
+ * pixel finds tap (c, ky, kx) at the same offset from its own start. */
+static void conv_pixels(const float* ifmap, const float* weights, float* result, const conv_t* g,
+                        const stage_t* st) {
+  const int taps = g->kh * g->kw;
+  const size_t K = (size_t)g->ic * (size_t)taps, iplane = (size_t)g->ih * g->iw, oplane = (size_t)g->oh * g->ow;
+  const layout_t in = layout_of(g->nhwc, (size_t)g->ic, iplane);
+  /* Panel columns: each output pixel's window starts cs = min(sw, kw) columns after the previous
+   * one's (at sw > kw each keeps its own kw columns); rows likewise, qs = min(sh, kh). */
+  const int cs = imin(g->sw, g->kw), qs = imin(g->sh, g->kh);
+  const int direct = g->pt == 0 && g->pl == 0 && (int64_t)(g->oh - 1) * g->sh + g->kh <= g->ih &&
+                     (int64_t)(g->ow - 1) * g->sw + g->kw <= g->iw;
+  int nc = imin(g->ic, KMAX / taps), R = 1, T = g->ow;
+  if (!direct) { /* keep at least min(ow, 2*MR) pixels per tile: kh*wmin <= 2*MR*KMAX <= CAP */
+    const size_t wmin = (size_t)(imin(g->ow, 2 * MR) - 1) * (size_t)cs + (size_t)g->kw;
+    if ((size_t)g->kh * wmin * (size_t)nc > CAP) nc = imax(1, (int)(CAP / ((size_t)g->kh * wmin)));
+  }
+  { const int nchunks = (g->ic + nc - 1) / nc; nc = (g->ic + nchunks - 1) / nchunks; } /* balanced */
+  if (!direct) {
+    const size_t wfull = (size_t)(g->ow - 1) * (size_t)cs + (size_t)g->kw;
+    if ((size_t)g->kh * wfull * (size_t)nc <= CAP) { /* whole rows, as many as fit (up to ~PTILE pixels) */
+      const int fit = (int)(CAP / (wfull * (size_t)nc) - (size_t)g->kh) / qs + 1;
+      R = imin(imin(fit, g->oh), imax(1, (PTILE + g->ow - 1) / g->ow));
+    } else { /* part of a row */
+      T = imin(g->ow, (int)((CAP / ((size_t)g->kh * (size_t)nc) - (size_t)g->kw) / (size_t)cs) + 1);
+    }
+  }
+  float panel[CAP], wt[KMAX * NR], tile[MR * NR];
+  ptrdiff_t aoff[KMAX], boff[KMAX];
+  int y0 = 0, x0 = 0;
+  size_t p0 = 0;
+  while (p0 < oplane) {
+    /* This tile: output pixels p0 .. p0+cnt-1, and for the panel, rows y0 .. y0+rows-1 and
+     * columns x0 .. x0+tw-1 (whole rows, or a part of one row). */
+    const int rows = direct ? 0 : imin(R, g->oh - y0), tw = direct ? 0 : imin(T, g->ow - x0);
+    const size_t cnt = direct ? oplane : (size_t)rows * (size_t)tw; /* (direct: one tile, weights packed once) */
+    const int Q = (rows - 1) * qs + g->kh, Wc = (tw - 1) * cs + g->kw;
+    for (int c0 = 0; c0 < g->ic; c0 += nc) {
+      const int ncur = imin(nc, g->ic - c0), nk = ncur * taps, first = c0 == 0, last = c0 + ncur == g->ic;
+      if (!direct) { /* the window of input channels c0 .. c0+ncur-1 */
+        for (int q = 0; q < Q; ++q) {
+          const int iy = g->sh <= g->kh ? y0 * g->sh - g->pt + q : (y0 + q / g->kh) * g->sh - g->pt + q % g->kh;
+          for (int col = 0; col < Wc; ++col) {
+            const int ix = g->sw <= g->kw ? x0 * g->sw - g->pl + col : (x0 + col / g->kw) * g->sw - g->pl + col % g->kw;
+            float* dst = panel + ((size_t)q * Wc + col) * ncur;
+            if (iy < 0 || iy >= g->ih || ix < 0 || ix >= g->iw) {
+              zero_run(dst, ncur);
+            } else {
+              const float* src = ifmap + (size_t)c0 * in.channel + ((size_t)iy * g->iw + ix) * in.pixel;
+              if (in.channel == 1) copy_run(dst, src, ncur, 1);
+              else for (int c = 0; c < ncur; ++c) dst[c] = src[c * in.channel];
+            }
+          }
+        }
+      }
+      for (int k = 0, c = 0, ky = 0, kx = 0; k < nk; ++k) { /* tap (c, ky, kx) relative to a pixel's start */
+        aoff[k] = direct ? (ptrdiff_t)c * (ptrdiff_t)in.channel + ((ptrdiff_t)ky * g->iw + kx) * (ptrdiff_t)in.pixel
+                         : ((ptrdiff_t)ky * Wc + kx) * ncur + c;
+        if (++kx == g->kw) { kx = 0; if (++ky == g->kh) { ky = 0; ++c; } }
+      }
+      for (int o0 = 0; o0 < g->oc; o0 += NR) {
+        const int nb = imin(NR, g->oc - o0), L = nb <= NH ? NH : NR;
+        for (int x = 0; x < L; ++x) { /* wt[k][x] = weights[o0 + x][c0*taps + k], zero past oc */
+          if (x < nb) {
+            const float* w = weights + (size_t)(o0 + x) * K + (size_t)c0 * taps;
+            for (int k = 0; k < nk; ++k) wt[k * L + x] = w[k];
+          } else {
+            for (int k = 0; k < nk; ++k) wt[k * L + x] = 0.0f;
+          }
+        }
+        for (int k = 0; k < nk; ++k) boff[k] = (ptrdiff_t)k * L;
+        /* the block's first pixel: output row y, column x (direct), or tile row r, column x (panel) */
+        int y = direct ? (int)(p0 / (size_t)g->ow) : 0, x = direct ? (int)(p0 % (size_t)g->ow) : 0;
+        const int wrap = direct ? g->ow : tw;
+        for (size_t p = 0; p < cnt; p += MR) {
+          const int np = (int)(cnt - p < MR ? cnt - p : MR);
+          const float* a[MR]; /* missing pixels of a partial block reuse the last one */
+          for (int i = 0, yi = y, xi = x; i < MR; ++i) {
+            a[i] = direct ? ifmap + (size_t)c0 * in.channel + ((size_t)yi * g->sh * g->iw + (size_t)xi * g->sw) * in.pixel
+                          : panel + ((size_t)yi * qs * Wc + (size_t)xi * cs) * ncur;
+            if (i + 1 < np && ++xi == wrap) { xi = 0; ++yi; }
+          }
+          for (int i = 0; i < np; ++i) /* the next block's first pixel */
+            if (++x == wrap) { x = 0; ++y; }
+          const size_t pix = p0 + p;
+          const block_t b = g->nhwc ? block(result, pix * g->oc + o0, (size_t)g->oc, 1, np, nb, BY_LANE, o0)
+                                    : block(result, (size_t)o0 * oplane + pix, 1, oplane, np, nb, BY_LANE, o0);
+          size_t ld;
+          float* out = open_block(&b, tile, &ld, !first);
+          (L == NR ? gemm : gemm_half)(nk, a, aoff, wt, boff, out, ld, !first);
+          close_block(&b, out, ld, last ? st : NULL);
+        }
+      }
+    }
+    p0 += cnt;
+    if (!direct) {
+      x0 += tw;
+      if (x0 == g->ow) { x0 = 0; y0 += rows; }
+    }
+  }
+}
+
+/* Any window (kh*kw above KMAX, NHWC): output by output, the same chain of multiply-adds. */
+static void conv_generic(const float* ifmap, const float* weights, float* result, const conv_t* g,
+                         const stage_t* st) {
+  const int taps = g->kh * g->kw;
+  const size_t K = (size_t)g->ic * (size_t)taps, iplane = (size_t)g->ih * g->iw, oplane = (size_t)g->oh * g->ow;
+  const layout_t in = layout_of(g->nhwc, (size_t)g->ic, iplane);
+  float tile[MR * NR];
+  for (int y = 0; y < g->oh; ++y)
+    for (int x = 0; x < g->ow; ++x) {
+      const size_t pix = (size_t)y * g->ow + x;
+      for (int o0 = 0; o0 < g->oc; o0 += NR) {
+        const int nb = imin(NR, g->oc - o0);
+        const block_t b = g->nhwc ? block(result, pix * g->oc + o0, 0, 1, 1, nb, BY_LANE, o0)
+                                  : block(result, (size_t)o0 * oplane + pix, 0, oplane, 1, nb, BY_LANE, o0);
+        size_t ld;
+        float* out = open_block(&b, tile, &ld, 0);
+        for (int o = 0; o < nb; ++o) {
+          const float* w = weights + (size_t)(o0 + o) * K;
+          float acc = 0.0f;
+          for (int c = 0; c < g->ic; ++c)
+            for (int ky = 0; ky < g->kh; ++ky) {
+              const int iy = y * g->sh + ky - g->pt;
+              for (int kx = 0; kx < g->kw; ++kx, ++w) {
+                const int ix = x * g->sw + kx - g->pl;
+                const float v = iy < 0 || iy >= g->ih || ix < 0 || ix >= g->iw
+                                    ? 0.0f : ifmap[(size_t)c * in.channel + ((size_t)iy * g->iw + ix) * in.pixel];
+                acc = MADD(v, *w, acc);
+              }
+            }
+          out[o] = acc;
+        }
+        close_block(&b, out, ld, st);
+      }
+    }
+}
+
+static void conv2d(const float* ifmap, const float* weights, float* result, conv_t g, const stage_t* st) {
   if (g.iw == 1 && g.ow == 1 && g.kw == 1 && g.pl == 0) { /* one column (audio as TFLite lays it out): */
-    conv_t t = g; /* the same memory read as one row, so the kernel's rows slide along the panel */
+    conv_t t = g; /* the same memory read as one row */
     t.ih = t.oh = 1, t.iw = g.ih, t.ow = g.oh, t.kh = 1, t.kw = g.kh, t.sh = 1, t.sw = g.sh, t.pt = 0, t.pl = g.pt;
     g = t;
   }
   if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.ih && g.ow == g.iw &&
-      plane <= INT_MAX / 2) { /* 1x1: the whole plane as one long row */
-    g.iw = g.ow = (int)plane;
+      (size_t)g.ih * g.iw <= INT_MAX / 2) { /* 1x1: the whole plane as one long row */
+    g.iw = g.ow = g.ih * g.iw;
     g.ih = g.oh = 1;
   }
-  /* Stride 1: a panel row is one input row (c, ky) and the kernel's columns slide along it.
-   * Wider strides: one panel row per (c, ky, kx) holding every sw-th column, so the columns the
-   * block reads stay contiguous; the weights' flat [ic][kh][kw] order is that row order. */
-  const int slide = g.sw == 1;
-  const int kslide = slide ? g.kw : 1, per_c = slide ? g.kh : g.kh * g.kw; /* panel rows per channel */
-  const size_t nrows = (size_t)g.ic * per_c; /* reduction rows; weights w_o[j*kslide + kx] */
-  int tx = imin(TX, (g.ow + XS - 1) / XS * XS);
-  { /* Partial sums cost a pass through the result (NHWC: a gather and a scatter per block): narrow
-     * the tile if that lets one panel hold the whole reduction (nrows x tile + kslide-1 columns).
-     * Both layouts tile alike, so they sum in the same order and give the same bits. */
-    const size_t per_row = CAP / nrows;
-    const int fit = per_row > (size_t)(kslide - 1 + XS) ? (int)(per_row - (size_t)(kslide - 1)) / XS * XS : 0;
-    if (fit > 0) tx = imin(tx, fit);
-  }
-  const int kxs = imin(kslide, CAP - TX + 1); /* kernel columns per panel; < kw only for huge kw */
-  float panel[CAP];
-
-  for (int y = 0; y < g.oh; ++y) {
-    for (int x0 = 0; x0 < g.ow; x0 += tx) {
-      const int n = imin(tx, g.ow - x0), nr = (n + XS - 1) / XS * XS;
-      for (int kx0 = 0; kx0 < kslide; kx0 += kxs) {
-        const int nkx = imin(kxs, kslide - kx0), W = nr + nkx - 1, jstep = CAP / W;
-        for (size_t j0 = 0; j0 < nrows; j0 += (size_t)jstep) {
-          const int nj = (int)(nrows - j0 < (size_t)jstep ? nrows - j0 : (size_t)jstep);
-          const int first = (j0 == 0 && kx0 == 0);
-          size_t c = j0 / per_c;
-          int r = (int)(j0 % per_c); /* position within channel c: ky (slide) or ky*kw + kx */
-          for (int j = 0; j < nj; ++j) {
-            const int ky = slide ? r : r / g.kw, kx = slide ? kx0 : r % g.kw;
-            const int iy = y * g.sh + ky - g.pt;
-            const float* src = iy < 0 || iy >= g.ih ? NULL : ifmap + c * in.channel + (size_t)iy * g.iw * in.pixel;
-            fill_row(panel + (size_t)j * W, W, src, x0 * g.sw + kx - g.pl, g.sw, g.iw, in.pixel);
-            if (++r == per_c) { r = 0; ++c; }
-          }
-          for (int ob = 0; ob < g.oc; ob += OB) {
-            const int no = imin(OB, g.oc - ob);
-            const float* w[OB]; /* missing channels of a partial block reuse the last one */
-            for (int o = 0; o < OB; ++o)
-              w[o] = weights + (size_t)(o < no ? ob + o : g.oc - 1) * nrows * kslide + j0 * kslide + kx0;
-            for (int xs = 0; xs < nr; xs += XS) {
-              float* dst = result + (size_t)ob * out.channel + ((size_t)y * g.ow + x0 + xs) * out.pixel;
-              /* A block of contiguous pixels is written in place; a partial block (channel or
-               * column tail) or an NHWC block goes through a small [OB][XS] tile. */
-              const int nx = imin(XS, n - xs), direct = (no == OB && nx == XS && out.pixel == 1);
-              float tile[OB * XS];
-              if (!direct && !first) { /* zero it, then load the valid partial sums */
-                memset(tile, 0, sizeof tile);
-                for (int o = 0; o < no; ++o)
-                  for (int x = 0; x < nx; ++x) tile[o * XS + x] = dst[o * out.channel + x * out.pixel];
-              }
-              block(panel + xs, nj, W, nkx, kslide, w[0], w[1], w[2], w[3], direct ? dst : tile,
-                    direct ? out.channel : XS, !first);
-              if (!direct)
-                for (int o = 0; o < no; ++o)
-                  for (int x = 0; x < nx; ++x) dst[o * out.channel + x * out.pixel] = tile[o * XS + x];
-            }
-          }
-        }
-      }
-    }
+  const int taps_fit = g.kh * g.kw <= KMAX;
+  if (g.nhwc) { /* tested here, not deeper: an NCHW model's program does not link NHWC-only code */
+    if (taps_fit) conv_pixels(ifmap, weights, result, &g, st);
+    else conv_generic(ifmap, weights, result, &g, st);
+  } else if (g.ow % NR == 0 || g.ow >= 4 * NR || !taps_fit) { /* rows that fill the lanes */
+    conv_rows(ifmap, weights, result, &g, st);
+  } else {
+    conv_pixels(ifmap, weights, result, &g, st);
   }
 }
 
-/* Depthwise convolution: output channel c reads input channel c only; weights [c][kh][kw].
- * Every output sums its taps in (ky, kx) order from 0 (a tap outside the input adds zero or is
- * skipped), in both layouts, so NCHW and NHWC give the same bits (for finite values). */
-#define LANES(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
+/* ---------------------------------------------------------------------------------------------
+ * Depthwise convolution: output channel c reads input channel c only; weights [c][kh][kw]. */
 
-static void depthwise_nchw(const float* ifmap, const float* weights, float* result, const conv_t* g) {
-  /* As in conv2d(): at stride 1 a panel row is an input row (ky) and the kernel's columns slide
-   * along it; wider strides take one row per tap (ky, kx) holding every sw-th column. */
-  const int slide = g->sw == 1, kslide = slide ? g->kw : 1, rows = slide ? g->kh : g->kh * g->kw;
-  const int tw = imin((CAP / rows - (kslide - 1)) / XS * XS, (g->ow + XS - 1) / XS * XS); /* pixels per panel */
+/* NCHW: MR output rows x NR output columns of one channel per block.  A block of output rows
+ * reads its input rows from a zero-padded panel: per input row, one run of columns per phase
+ * kx % sw (at stride 1 one run, the kernel's columns sliding along it), so that tap (ky, kx) of
+ * every output row is at one offset from the row's start and the lanes read contiguous floats.
+ * The columns outside the image are the same for every row of a tile: zeroed once. */
+static void depthwise_rows(const float* ifmap, const float* weights, float* result, const conv_t* g,
+                           const stage_t* st) {
+  const int taps = g->kh * g->kw, qs = imin(g->sh, g->kh), P = imin(g->sw, g->kw), dcol = (g->kw - 1) / g->sw;
   const size_t iplane = (size_t)g->ih * g->iw, oplane = (size_t)g->oh * g->ow;
-  float panel[CAP];
-  for (int c = 0; c < g->oc; ++c) {
-    const float* w = weights + (size_t)c * g->kh * g->kw; /* [ky][kx] = [row j][kx] in both modes */
-    for (int y = 0; y < g->oh; ++y) {
-      for (int x0 = 0; x0 < g->ow; x0 += tw) {
-        const int n = imin(tw, g->ow - x0), nr = (n + XS - 1) / XS * XS, W = nr + kslide - 1;
-        for (int j = 0; j < rows; ++j) {
-          const int ky = slide ? j : j / g->kw, kx = slide ? 0 : j % g->kw, iy = y * g->sh + ky - g->pt;
-          const float* src = iy < 0 || iy >= g->ih ? NULL : ifmap + c * iplane + (size_t)iy * g->iw;
-          fill_row(panel + (size_t)j * W, W, src, x0 * g->sw + kx - g->pl, g->sw, g->iw, 1);
+  int tw = imin(round_up(g->ow, NR), 8 * NR); /* output columns per tile: kh rows of it fit (CAP) */
+  while (tw > NR && (size_t)g->kh * (size_t)P * (size_t)(tw + dcol) > CAP) tw -= NR;
+  float panel[CAP], tile[MR * NR];
+  ptrdiff_t toff[MAX_TAPS];
+  span_t run[MAX_TAPS]; /* per phase */
+  const float* p[MR];
+  for (int x0 = 0; x0 < g->ow; x0 += tw) {
+    const int n = imin(tw, g->ow - x0), nr = round_up(n, NR), width = nr + dcol, rowlen = P * width;
+    int rb = imin(g->oh, (CAP / rowlen - g->kh) / qs + 1); /* output rows per panel, whole blocks if it can */
+    if (rb < g->oh && rb > MR) rb = rb / MR * MR;
+    for (int j = 0; j < taps; ++j) {
+      const int ky = j / g->kw, kx = j % g->kw;
+      toff[j] = (ptrdiff_t)ky * rowlen + (ptrdiff_t)(kx % g->sw) * width + kx / g->sw;
+    }
+    for (int ph = 0; ph < P; ++ph) run[ph] = span(width, x0 * g->sw + ph - g->pl, g->sw, g->iw);
+    memset(panel, 0, sizeof panel);
+    for (int c = 0; c < g->oc; ++c) {
+      const float* w = weights + (size_t)c * taps;
+      for (int y0 = 0; y0 < g->oh; y0 += rb) {
+        const int nrow = imin(rb, g->oh - y0), Q = (nrow - 1) * qs + g->kh;
+        for (int q = 0; q < Q; ++q) { /* panel row q: input row (y0 + r)*sh - pt + ky for q = r*qs + ky */
+          const int iy = g->sh <= g->kh ? y0 * g->sh - g->pt + q : (y0 + q / g->kh) * g->sh - g->pt + q % g->kh;
+          float* row = panel + (size_t)q * rowlen;
+          if (iy < 0 || iy >= g->ih) {
+            memset(row, 0, (size_t)rowlen * sizeof(float));
+            continue;
+          }
+          const float* src = ifmap + (size_t)c * iplane + (size_t)iy * g->iw;
+          const ptrdiff_t col0 = (ptrdiff_t)x0 * g->sw - g->pl; /* input column of phase 0's first element */
+          if (P == 2 && g->sw == 2) { /* the input columns cl .. ch-1 the two phases read, in one pass */
+            const ptrdiff_t cl = col0 > 0 ? col0 : 0, end = col0 + 2 * (ptrdiff_t)width;
+            const ptrdiff_t ch = end < g->iw ? end : g->iw, d = cl - col0; /* column c: phase (c-col0)&1, (c-col0)>>1 */
+            if (cl < ch) {
+              float* even = row + (d & 1) * width + (d >> 1);          /* columns cl, cl+2, ... */
+              float* odd = row + ((d + 1) & 1) * width + ((d + 1) >> 1); /* columns cl+1, cl+3, ... */
+              split2(even, odd, src + cl, (int)((ch - cl) / 2));
+              if ((ch - cl) & 1) even[(ch - cl) / 2] = src[ch - 1];
+            }
+          } else {
+            for (int ph = 0; ph < P; ++ph)
+              if (run[ph].lo < run[ph].hi)
+                copy_run(row + ph * width + run[ph].lo, src + (col0 + ph + (ptrdiff_t)run[ph].lo * g->sw),
+                         run[ph].hi - run[ph].lo, g->sw);
+          }
         }
-        float* out = result + c * oplane + (size_t)y * g->ow + x0;
-        for (int xs = 0; xs < nr; xs += XS) {
-          float acc[XS] = {0};
-          for (int j = 0; j < rows; ++j) {
-            for (int kx = 0; kx < kslide; ++kx) { /* taps in (ky, kx) order, as the NHWC path */
-              const float wj = w[j * kslide + kx], *r = panel + (size_t)j * W + xs + kx;
-#define DW_MAC(i) acc[i] += wj * r[i];
-              LANES(DW_MAC)
+        for (int r0 = 0; r0 < nrow; r0 += MR) {
+          const int nb = imin(MR, nrow - r0);
+          for (int xs = 0; xs < nr; xs += NR) {
+            for (int i = 0; i < MR; ++i) /* rows past the block's reuse its last */
+              p[i] = panel + (size_t)(r0 + imin(i, nb - 1)) * qs * rowlen + xs;
+            const block_t b = block(result, (size_t)c * oplane + (size_t)(y0 + r0) * g->ow + (size_t)(x0 + xs),
+                                    (size_t)g->ow, 1, nb, imin(NR, n - xs), ONE, c);
+            size_t ld;
+            float* out = open_block(&b, tile, &ld, 0);
+            dw_taps(taps, w, p, toff, out, ld);
+            close_block(&b, out, ld, st);
+          }
+        }
+      }
+    }
+  }
+}
+
+/* NHWC: MR output pixels of a row x NR channels per block.  Per group of channels (all of them
+ * unless that is too many), input rows go through a ring of zero-padded panel rows ([column]
+ * [channel], laid out like the input, so a row inside the image is one copy), each copied once
+ * however many output rows read it.  Pixel x's window starts cs = min(sw, kw) columns after
+ * pixel x-1's, so tap (ky, kx) is at one offset from every pixel's start.  A block of the last
+ * lanes reads on into the next column (or the panel's slack), values its zero weights ignore. */
+static void depthwise_pixels(const float* ifmap, const float* weights, float* result, const conv_t* g,
+                             const stage_t* st) {
+  enum { ROOM = CAP - NR }; /* panel floats for the ring (NR of slack after it) */
+  const int taps = g->kh * g->kw, C = g->oc, cs = imin(g->sw, g->kw);
+  const size_t wfull = (size_t)(g->ow - 1) * (size_t)cs + (size_t)g->kw;
+  /* G channels per group and T output columns per tile such that kh panel rows fit: kh*kw*NR <=
+   * ROOM, so T = 1 and G = NR always do. */
+  int G = C, T = g->ow;
+  {
+    const size_t wmin = (size_t)(imin(g->ow, MR) - 1) * (size_t)cs + (size_t)g->kw;
+    if ((size_t)g->kh * wmin * (size_t)G > ROOM) G = imax(NR, (int)(ROOM / ((size_t)g->kh * wmin)) / NR * NR);
+    if ((size_t)g->kh * wfull * (size_t)G > ROOM)
+      T = imin(g->ow, (int)((ROOM / ((size_t)g->kh * (size_t)G) - (size_t)g->kw) / (size_t)cs) + 1);
+    if (T < g->ow && T > MR) T = T / MR * MR; /* tiles of whole blocks */
+  }
+  float panel[CAP], wt[CAP + MAX_TAPS * NR], tile[MR * NR]; /* taps*G <= ROOM */
+  ptrdiff_t toff[MAX_TAPS];
+  const float* p[MR];
+  for (int g0 = 0; g0 < C; g0 += G) {
+    const int gc = imin(G, C - g0), wl = round_up(gc, NR); /* the group's channels; weight lanes */
+    for (int j = 0; j < taps; ++j)
+      for (int x = 0; x < wl; ++x) wt[j * wl + x] = x < gc ? weights[(size_t)(g0 + x) * taps + j] : 0.0f;
+    for (int x0 = 0; x0 < g->ow; x0 += T) {
+      const int tw = imin(T, g->ow - x0), Wc = (tw - 1) * cs + g->kw, rowf = Wc * gc, ring = ROOM / rowf;
+      /* the columns inside the image (contiguous when cs == sw) */
+      const span_t cols = cs == g->sw ? span(Wc, x0 * g->sw - g->pl, 1, g->iw) : span(0, 0, 1, 1);
+      const int whole = cs == g->sw && gc == C; /* a row's columns are one run of the input */
+      int have_lo = 0, have_hi = 0; /* rows m = iy + pt in [have_lo, have_hi) are in slot m % ring */
+      memset(panel, 0, ((size_t)ring * rowf + NR) * sizeof(float));
+      for (int y = 0; y < g->oh; ++y) {
+        const int ms = y * g->sh; /* rows ms .. ms+kh-1, i.e. input rows y*sh - pt + ky */
+        if (ms < have_lo || ms > have_hi) have_lo = have_hi = ms;
+        for (int m = imax(have_hi, ms); m < ms + g->kh; ++m) {
+          const int iy = m - g->pt;
+          float* row = panel + (size_t)(m % ring) * rowf;
+          if (iy < 0 || iy >= g->ih) {
+            memset(row, 0, (size_t)rowf * sizeof(float));
+          } else if (whole) {
+            if (cols.lo < cols.hi)
+              copy_run(row + (size_t)cols.lo * C,
+                       ifmap + ((size_t)iy * g->iw + (size_t)(x0 * g->sw - g->pl + cols.lo)) * C,
+                       (cols.hi - cols.lo) * C, 1);
+          } else { /* column by column (columns outside the image stay zero) */
+            for (int col = 0; col < Wc; ++col) {
+              const int ix = cs == g->sw ? x0 * g->sw - g->pl + col : (x0 + col / g->kw) * g->sw - g->pl + col % g->kw;
+              if (ix >= 0 && ix < g->iw)
+                copy_run(row + (size_t)col * gc, ifmap + ((size_t)iy * g->iw + ix) * C + g0, gc, 1);
             }
           }
-          for (int x = 0; x < imin(XS, n - xs); ++x) out[xs + x] = acc[x];
         }
-      }
-    }
-  }
-}
-
-enum { CB = 64 }; /* NHWC depthwise: channels per chunk */
-
-static void depthwise_nhwc(const float* ifmap, const float* weights, float* result, const conv_t* g) {
-  const int taps = g->kh * g->kw, C = g->oc;
-  float wt[MAX_TAPS * CB]; /* a chunk's weights as [tap][channel]: contiguous like the feature maps */
-  for (int c0 = 0; c0 < C; c0 += CB) {
-    const int nc = imin(CB, C - c0), n8 = nc / XS * XS;
-    for (int j = 0; j < taps; ++j)
-      for (int c = 0; c < nc; ++c) wt[j * CB + c] = weights[(size_t)(c0 + c) * taps + j];
-    for (int y = 0; y < g->oh; ++y) {
-      for (int x = 0; x < g->ow; ++x) {
-        /* The pixel's taps inside the input, in (ky, kx) order: where they read, which weights. */
-        const float* in[MAX_TAPS];
-        const float* w[MAX_TAPS];
-        int nt = 0;
-        for (int j = 0; j < taps; ++j) {
-          const int iy = y * g->sh + j / g->kw - g->pt, ix = x * g->sw + j % g->kw - g->pl;
-          if (iy < 0 || iy >= g->ih || ix < 0 || ix >= g->iw) continue;
-          in[nt] = ifmap + ((size_t)iy * g->iw + ix) * C + c0;
-          w[nt++] = wt + j * CB;
-        }
-        float* out = result + ((size_t)y * g->ow + x) * C + c0;
-        for (int c = 0; c < n8; c += XS) { /* 8 channels' sums stay in registers across the taps */
-          float acc[XS] = {0};
-          for (int t = 0; t < nt; ++t) {
-            const float* restrict wc = w[t] + c, * restrict ic = in[t] + c;
-#define DW_LANE(i) acc[i] += wc[i] * ic[i];
-            LANES(DW_LANE)
+        have_hi = imax(have_hi, ms + g->kh);
+        if (have_hi - have_lo > ring) have_lo = have_hi - ring;
+        const int s0 = ms % ring;
+        for (int j = 0; j < taps; ++j)
+          toff[j] = (ptrdiff_t)((ms + j / g->kw) % ring - s0) * rowf + (ptrdiff_t)(j % g->kw) * gc;
+        for (int c0 = 0; c0 < gc; c0 += NR) {
+          const int nc = imin(NR, gc - c0);
+          for (int xl = 0; xl < tw; xl += MR) {
+            const int np = imin(MR, tw - xl);
+            for (int i = 0; i < MR; ++i) /* pixels past the block's reuse its last */
+              p[i] = panel + (size_t)s0 * rowf + (size_t)(xl + imin(i, np - 1)) * cs * gc + c0;
+            const block_t b = block(result, ((size_t)y * g->ow + (size_t)(x0 + xl)) * C + g0 + c0, (size_t)C, 1, np, nc,
+                                    BY_LANE, g0 + c0);
+            size_t ld;
+            float* out = open_block(&b, tile, &ld, 0);
+            dw_lanes(taps, wt + c0, (size_t)wl, p, toff, out, ld);
+            close_block(&b, out, ld, st);
           }
-          memcpy(out + c, acc, sizeof acc);
-        }
-        for (int c = n8; c < nc; ++c) {
-          float acc = 0.0f;
-          for (int t = 0; t < nt; ++t) acc += w[t][c] * in[t][c];
-          out[c] = acc;
         }
       }
     }
   }
 }
 
-/* The output stage after the convolution, one contiguous row per channel (NCHW) or pixel (NHWC):
- * v = conv + bias[o] + residual; v = v < 0 ? slope[o] * v : v (PReLU); result = clamp(v, lo, hi).
- * bias, residual and slope may each be NULL; lo = -FLT_MAX, hi = FLT_MAX clamps nothing (not even
- * an infinity).  One compact loop: a part left out adds 0 (a pointer that does not advance),
- * as does NCHW's per-row bias. */
-static void output_stage(float* result, const float* bias, const float* residual, const float* slope, float lo,
-                         float hi, const conv_t* g) {
-  static const float zero = 0.0f;
-  const size_t plane = (size_t)g->oh * (size_t)g->ow;
-  const size_t rows = g->nhwc ? plane : (size_t)g->oc, n = g->nhwc ? (size_t)g->oc : plane;
-  const size_t bstep = bias != NULL && g->nhwc, sstep = slope != NULL && g->nhwc, astep = residual != NULL;
-  if (lo <= -FLT_MAX) lo = -INFINITY;
-  if (hi >= FLT_MAX) hi = INFINITY;
-  if (bias == NULL && residual == NULL && slope == NULL && lo == -INFINITY && hi == INFINITY) return;
-  for (size_t r = 0; r < rows; ++r) {
-    const float* b = bias == NULL ? &zero : g->nhwc ? bias : bias + r;
-    const float* s = slope == NULL ? &zero : g->nhwc ? slope : slope + r;
-    const float* a = residual == NULL ? &zero : residual + r * n;
-    float* out = result + r * n;
-    for (size_t i = 0; i < n; ++i, b += bstep, s += sstep, a += astep) {
-      float v = out[i] + *b + *a;
-      if (slope != NULL && v < 0.0f) v *= *s; /* the only data-dependent branch, and only for PReLU */
-      v = v < lo ? lo : v;                    /* maxss, minss: no branches */
-      out[i] = v > hi ? hi : v;
-    }
-  }
+/* ---------------------------------------------------------------------------------------------
+ * Entries */
+
+/* The output stage as the entries give it; NULL when it has nothing to do. */
+static const stage_t* make_stage(stage_t* s, const float* bias, const float* residual, const float* slope, float lo,
+                                 float hi, int stage) {
+  if (!stage) return NULL;
+  s->bias = bias, s->residual = residual, s->slope = slope;
+  s->lo = lo <= -FLT_MAX ? -INFINITY : lo; /* -FLT_MAX .. FLT_MAX clamps nothing, not even an infinity */
+  s->hi = hi >= FLT_MAX ? INFINITY : hi;
+  s->clamp = s->lo != -INFINITY || s->hi != INFINITY;
+  return bias == NULL && residual == NULL && slope == NULL && !s->clamp ? NULL : s;
 }
 
 static int32_t run(const float* ifmap, const float* weights, const float* bias, const float* residual,
                    const float* slope, float* result, conv_t g, int stage, float lo, float hi, int kind) {
   const int32_t status = check(ifmap, weights, result, &g, lo, hi, kind);
   if (status != VANILLA_OK) return status;
-  /* Tested here, not in conv2d(): inlined into an entry of known layout, an NCHW model's
-   * program does not link the NHWC-only code. */
-  if (g.nhwc && g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.ih &&
-      g.ow == g.iw)
-    pointwise_nhwc(ifmap, weights, result, g.oc, g.ic, (size_t)g.ih * g.iw);
-  else
-    conv2d(ifmap, weights, result, g);
-  if (stage) output_stage(result, bias, residual, slope, lo, hi, &g);
-  return VANILLA_OK;
-}
-
-static int32_t run_depthwise(const float* ifmap, const float* weights, const float* bias, const float* residual,
-                             const float* slope, float* result, conv_t g, float lo, float hi) {
-  const int32_t status = check(ifmap, weights, result, &g, lo, hi, DEPTHWISE);
-  if (status != VANILLA_OK) return status;
-  if (g.nhwc) depthwise_nhwc(ifmap, weights, result, &g); else depthwise_nchw(ifmap, weights, result, &g);
-  output_stage(result, bias, residual, slope, lo, hi, &g);
+  stage_t s;
+  const stage_t* st = make_stage(&s, bias, residual, slope, lo, hi, stage);
+  if (kind != DEPTHWISE) conv2d(ifmap, weights, result, g, st);
+  else if (g.nhwc) depthwise_pixels(ifmap, weights, result, &g, st);
+  else depthwise_rows(ifmap, weights, result, &g, st);
   return VANILLA_OK;
 }
 
@@ -409,14 +825,14 @@ int32_t vanilla_depthwise_conv2dnchw(float* ifmap, float* weights, float* bias, 
                                      float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
                                      int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi) {
   const conv_t g = {channels, channels, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 0};
-  return run_depthwise(ifmap, weights, bias, residual, slope, result, g, lo, hi);
+  return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi, DEPTHWISE);
 }
 
 int32_t vanilla_depthwise_conv2dnhwc(float* ifmap, float* weights, float* bias, float* residual, float* slope,
                                      float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
                                      int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi) {
   const conv_t g = {channels, channels, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 1};
-  return run_depthwise(ifmap, weights, bias, residual, slope, result, g, lo, hi);
+  return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi, DEPTHWISE);
 }
 
 int32_t vanilla_conv2dnchw_general(float* ifmap, float* weights, float* bias,
