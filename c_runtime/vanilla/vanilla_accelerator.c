@@ -719,8 +719,10 @@ static void depthwise_rows(const float* ifmap, const float* weights, float* resu
  * unless that is too many), input rows go through a ring of zero-padded panel rows ([column]
  * [channel], laid out like the input, so a row inside the image is one copy), each copied once
  * however many output rows read it.  Pixel x's window starts cs = min(sw, kw) columns after
- * pixel x-1's, so tap (ky, kx) is at one offset from every pixel's start.  A block of the last
- * lanes reads on into the next column (or the panel's slack), values its zero weights ignore. */
+ * pixel x-1's, so tap (ky, kx) is at one offset from every pixel's start.  When NR does not
+ * divide the channels, the last block of lanes overlaps the one before (recomputing the same
+ * values), so blocks stay whole; with fewer channels than NR, a block reads on into the next
+ * column (or the panel's slack), values its zero weights ignore. */
 static void depthwise_pixels(const float* ifmap, const float* weights, float* result, const conv_t* g,
                              const stage_t* st) {
   enum { ROOM = CAP - NR }; /* panel floats for the ring (NR of slack after it) */
@@ -776,7 +778,8 @@ static void depthwise_pixels(const float* ifmap, const float* weights, float* re
         const int s0 = ms % ring;
         for (int j = 0; j < taps; ++j)
           toff[j] = (ptrdiff_t)((ms + j / g->kw) % ring - s0) * rowf + (ptrdiff_t)(j % g->kw) * gc;
-        for (int c0 = 0; c0 < gc; c0 += NR) {
+        for (int c0 = 0;; c0 += NR) {
+          if (gc >= NR && c0 > gc - NR) c0 = gc - NR; /* the last block overlaps the one before: whole */
           const int nc = imin(NR, gc - c0);
           for (int xl = 0; xl < tw; xl += MR) {
             const int np = imin(MR, tw - xl);
@@ -789,6 +792,7 @@ static void depthwise_pixels(const float* ifmap, const float* weights, float* re
             dw_lanes(taps, wt + c0, (size_t)wl, p, toff, out, ld);
             close_block(&b, out, ld, st);
           }
+          if (c0 + nc == gc) break;
         }
       }
     }
