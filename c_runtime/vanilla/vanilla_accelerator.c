@@ -618,7 +618,10 @@ static void conv_generic(const float* ifmap, const float* weights, float* result
     }
 }
 
-static void conv2d(const float* ifmap, const float* weights, float* result, conv_t g, const stage_t* st) {
+/* Inlined into each entry (through run()) with its layout known, so that a program calling only
+ * one layout's entries links only that layout's engines (-ffunction-sections, --gc-sections). */
+static ALWAYS_INLINE void conv2d(const float* ifmap, const float* weights, float* result, conv_t g,
+                                 const stage_t* st) {
   if (g.iw == 1 && g.ow == 1 && g.kw == 1 && g.pl == 0) { /* one column (audio as TFLite lays it out): */
     conv_t t = g; /* the same memory read as one row */
     t.ih = t.oh = 1, t.iw = g.ih, t.ow = g.oh, t.kh = 1, t.kw = g.kh, t.sh = 1, t.sw = g.sh, t.pt = 0, t.pl = g.pt;
@@ -630,7 +633,7 @@ static void conv2d(const float* ifmap, const float* weights, float* result, conv
     g.ih = g.oh = 1;
   }
   const int taps_fit = g.kh * g.kw <= KMAX;
-  if (g.nhwc) { /* tested here, not deeper: an NCHW model's program does not link NHWC-only code */
+  if (g.nhwc) {
     if (taps_fit) conv_pixels(ifmap, weights, result, &g, st);
     else conv_generic(ifmap, weights, result, &g, st);
   } else if (g.ow % NR == 0 || g.ow >= 4 * NR || !taps_fit) { /* rows that fill the lanes */
@@ -813,8 +816,9 @@ static const stage_t* make_stage(stage_t* s, const float* bias, const float* res
   return bias == NULL && residual == NULL && slope == NULL && !s->clamp ? NULL : s;
 }
 
-static int32_t run(const float* ifmap, const float* weights, const float* bias, const float* residual,
-                   const float* slope, float* result, conv_t g, int stage, float lo, float hi, int kind) {
+static ALWAYS_INLINE int32_t run(const float* ifmap, const float* weights, const float* bias,
+                                  const float* residual, const float* slope, float* result, conv_t g, int stage,
+                                  float lo, float hi, int kind) {
   const int32_t status = check(ifmap, weights, result, &g, lo, hi, kind);
   if (status != VANILLA_OK) return status;
   stage_t s;
@@ -856,9 +860,9 @@ int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
 }
 
 /* The "same"-padded stride-1 entries: odd kernels, output as large as the input. */
-static int32_t same(const float* ifmap, const float* weights, const float* bias, const float* residual,
-                    float* result, int oc, int iw, int ih, int ic, int kh, int kw, int nhwc, int stage, float lo,
-                    float hi) {
+static ALWAYS_INLINE int32_t same(const float* ifmap, const float* weights, const float* bias,
+                                   const float* residual, float* result, int oc, int iw, int ih, int ic, int kh,
+                                   int kw, int nhwc, int stage, float lo, float hi) {
   /* kh > 0 keeps kh - 1 from overflowing: check() reports a size below 1 before it looks at pads */
   const conv_t g = {oc, ic, ih, iw, ih, iw, kh, kw, 1, 1, kh > 0 ? (kh - 1) / 2 : 0, kw > 0 ? (kw - 1) / 2 : 0, nhwc};
   return run(ifmap, weights, bias, residual, NULL, result, g, stage, lo, hi, SAME);
