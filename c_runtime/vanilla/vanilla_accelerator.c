@@ -620,13 +620,19 @@ static void conv_generic(const float* ifmap, const float* weights, float* result
 
 /* Inlined into each entry (through run()) with its layout known, so that a program calling only
  * one layout's entries links only that layout's engines (-ffunction-sections, --gc-sections). */
+/* One column (audio as TFLite lays it out) is the same memory read as one row. */
+static conv_t column_as_row(conv_t g) {
+  if (g.iw == 1 && g.ow == 1 && g.kw == 1 && g.pl == 0) {
+    conv_t t = g;
+    t.ih = t.oh = 1, t.iw = g.ih, t.ow = g.oh, t.kh = 1, t.kw = g.kh, t.sh = 1, t.sw = g.sh, t.pt = 0, t.pl = g.pt;
+    return t;
+  }
+  return g;
+}
+
 static ALWAYS_INLINE void conv2d(const float* ifmap, const float* weights, float* result, conv_t g,
                                  const stage_t* st) {
-  if (g.iw == 1 && g.ow == 1 && g.kw == 1 && g.pl == 0) { /* one column (audio as TFLite lays it out): */
-    conv_t t = g; /* the same memory read as one row */
-    t.ih = t.oh = 1, t.iw = g.ih, t.ow = g.oh, t.kh = 1, t.kw = g.kh, t.sh = 1, t.sw = g.sh, t.pt = 0, t.pl = g.pt;
-    g = t;
-  }
+  g = column_as_row(g);
   if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.ih && g.ow == g.iw &&
       (size_t)g.ih * g.iw <= INT_MAX / 2) { /* 1x1: the whole plane as one long row */
     g.iw = g.ow = g.ih * g.iw;
@@ -823,9 +829,13 @@ static ALWAYS_INLINE int32_t run(const float* ifmap, const float* weights, const
   if (status != VANILLA_OK) return status;
   stage_t s;
   const stage_t* st = make_stage(&s, bias, residual, slope, lo, hi, stage);
-  if (kind != DEPTHWISE) conv2d(ifmap, weights, result, g, st);
-  else if (g.nhwc) depthwise_pixels(ifmap, weights, result, &g, st);
-  else depthwise_rows(ifmap, weights, result, &g, st);
+  if (kind != DEPTHWISE) {
+    conv2d(ifmap, weights, result, g, st);
+  } else {
+    g = column_as_row(g); /* (weights [c][kh][1] are [c][1][kh]) */
+    if (g.nhwc) depthwise_pixels(ifmap, weights, result, &g, st);
+    else depthwise_rows(ifmap, weights, result, &g, st);
+  }
   return VANILLA_OK;
 }
 
