@@ -61,6 +61,17 @@
 #define KERNEL NOINLINE
 #endif
 
+/* The output stage's PReLU multiplies only negative values: vectorised, that multiply would run on
+ * every lane and could raise a floating-point exception the source does not, so under the default
+ * -ftrapping-math gcc leaves the loop scalar (but with AVX-512's masks).  Nothing here reads the
+ * exception flags: the stage's functions are compiled without that constraint (the same IEEE
+ * results). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define STAGE __attribute__((optimize("no-trapping-math")))
+#else
+#define STAGE
+#endif
+
 #if defined(FP_FAST_FMAF)
 #define MADD(a, b, c) fmaf((a), (b), (c))
 #else
@@ -182,16 +193,42 @@ KERNEL static void dw_taps(int taps, const float* w, const float* const* p, cons
 /* ---------------------------------------------------------------------------------------------
  * The way out of a register block */
 
+static inline void copy_run(float* restrict d, const float* restrict s, int n, int step);
+
+/* The stage's bias and slope for the lanes of a block of channels ch .. ch+n-1 (BY_LANE): NR
+ * values each (NULL when the stage has none), zero past the channels.  Made once per block of
+ * channels, used by all its register blocks. */
+typedef struct {
+  const float *bias, *slope;
+  float b[NR], s[NR];
+} lanes_t;
+
+static const lanes_t* lanes_of(lanes_t* l, const stage_t* st, int ch, int n) {
+  if (st == NULL) return NULL;
+  l->bias = l->slope = NULL;
+  if (st->bias != NULL) {
+    for (int x = 0; x < NR; ++x) l->b[x] = x < n ? st->bias[ch + x] : 0.0f;
+    l->bias = l->b;
+  }
+  if (st->slope != NULL) {
+    for (int x = 0; x < NR; ++x) l->s[x] = x < n ? st->slope[ch + x] : 0.0f;
+    l->slope = l->s;
+  }
+  return l;
+}
+
 /* A register block: its rows x n outputs (i, x) are result[base + i*rs + x*ls] of channel ch + i
- * (BY_ROW), ch + x (BY_LANE) or ch (ONE). */
+ * (BY_ROW), ch + x (BY_LANE: lanes holds their bias and slope) or ch (ONE). */
 typedef struct {
   float* result;
   size_t base, rs, ls;
   int rows, n, by, ch;
+  const lanes_t* lanes;
 } block_t;
 
-static block_t block(float* result, size_t base, size_t rs, size_t ls, int rows, int n, int by, int ch) {
-  block_t b = {result, base, rs, ls, rows, n, by, ch};
+static block_t block(float* result, size_t base, size_t rs, size_t ls, int rows, int n, int by, int ch,
+                     const lanes_t* lanes) {
+  block_t b = {result, base, rs, ls, rows, n, by, ch, lanes};
   return b;
 }
 
@@ -211,73 +248,101 @@ static float* open_block(const block_t* b, float* tile, size_t* ld, int accumula
 }
 
 /* One row of a block, NR lanes: loops of fixed length that gcc vectorises at -O2 and above
- * (kept loops: unrolled first, -O3 would leave their clamp scalar). */
-static void row_add(float* restrict o, const float* restrict v) {
+ * (kept loops: unrolled first, -O3 would leave their clamp scalar).  A clamp to -INFINITY ..
+ * INFINITY changes nothing, not even a NaN. */
+STAGE static inline float clampf(float v, float lo, float hi) {
+  const float a = v < lo ? lo : v; /* maxps, then minps: no branches; a NaN stays a NaN */
+  return a > hi ? hi : a;
+}
+
+STAGE static void row_add(float* restrict o, const float* restrict v) {
   NOUNROLL for (int x = 0; x < NR; ++x) o[x] += v[x];
 }
-static void row_add1(float* restrict o, float c) {
+STAGE static void row_add1(float* restrict o, float c) {
   NOUNROLL for (int x = 0; x < NR; ++x) o[x] += c;
 }
-static void row_prelu(float* restrict o, const float* restrict s) {
-  NOUNROLL for (int x = 0; x < NR; ++x) o[x] = o[x] < 0.0f ? o[x] * s[x] : o[x];
+STAGE static void row_prelu(float* restrict o, const float* restrict s) {
+  NOUNROLL for (int x = 0; x < NR; ++x) {
+    const float v = o[x], t = s[x];
+    o[x] = v < 0.0f ? v * t : v;
+  }
 }
-static void row_prelu1(float* restrict o, float s) {
+STAGE static void row_prelu1(float* restrict o, float s) {
   NOUNROLL for (int x = 0; x < NR; ++x) o[x] = o[x] < 0.0f ? o[x] * s : o[x];
 }
-static void row_clamp(float* restrict o, float lo, float hi) {
-  NOUNROLL for (int x = 0; x < NR; ++x) {
-    const float v = o[x] < lo ? lo : o[x]; /* maxps, minps: no branches; a NaN stays a NaN */
-    o[x] = v > hi ? hi : v;
+STAGE static void row_clamp(float* restrict o, float lo, float hi) {
+  NOUNROLL for (int x = 0; x < NR; ++x) o[x] = clampf(o[x], lo, hi);
+}
+
+/* v = clamp(prelu(v + b)), bias and slope per lane (b, s) or per row (b1, s1), each NULL if none:
+ * the stage without a residual, in one pass. */
+STAGE static void row_stage(float* restrict o, const float* restrict b, const float* restrict s, float lo, float hi) {
+  if (b != NULL && s != NULL) {
+    NOUNROLL for (int x = 0; x < NR; ++x) {
+      const float v = o[x] + b[x], t = s[x], p = v < 0.0f ? v * t : v;
+      o[x] = clampf(p, lo, hi);
+    }
+  } else if (b != NULL) {
+    NOUNROLL for (int x = 0; x < NR; ++x) {
+      const float v = o[x] + b[x];
+      o[x] = clampf(v, lo, hi);
+    }
+  } else if (s != NULL) {
+    NOUNROLL for (int x = 0; x < NR; ++x) {
+      const float v = o[x], t = s[x], p = v < 0.0f ? v * t : v;
+      o[x] = clampf(p, lo, hi);
+    }
+  } else {
+    row_clamp(o, lo, hi);
   }
 }
-/* bias and clamp in one pass, the usual stage */
-static void row_add_clamp(float* restrict o, const float* restrict v, float lo, float hi) {
-  NOUNROLL for (int x = 0; x < NR; ++x) {
-    const float a = o[x] + v[x], c = a < lo ? lo : a;
-    o[x] = c > hi ? hi : c;
-  }
-}
-static void row_add1_clamp(float* restrict o, float c, float lo, float hi) {
-  NOUNROLL for (int x = 0; x < NR; ++x) {
-    const float a = o[x] + c, d = a < lo ? lo : a;
-    o[x] = d > hi ? hi : d;
+STAGE static void row_stage1(float* restrict o, const float* b1, const float* s1, float lo, float hi) {
+  if (b1 != NULL && s1 != NULL) {
+    const float b = *b1, s = *s1;
+    NOUNROLL for (int x = 0; x < NR; ++x) {
+      const float v = o[x] + b, p = v < 0.0f ? v * s : v;
+      o[x] = clampf(p, lo, hi);
+    }
+  } else if (b1 != NULL) {
+    const float b = *b1;
+    NOUNROLL for (int x = 0; x < NR; ++x) {
+      const float v = o[x] + b;
+      o[x] = clampf(v, lo, hi);
+    }
+  } else if (s1 != NULL) {
+    const float s = *s1;
+    NOUNROLL for (int x = 0; x < NR; ++x) {
+      const float p = o[x] < 0.0f ? o[x] * s : o[x];
+      o[x] = clampf(p, lo, hi);
+    }
+  } else {
+    row_clamp(o, lo, hi);
   }
 }
 
 /* The output stage (st != NULL) over the block the kernel left at out (row stride ld, from
  * open_block), row by row while it is in L1, then a tile's valid part to result.  In a tile the
  * lanes past the block hold values nothing stores. */
-static void close_block(const block_t* b, float* out, size_t ld, const stage_t* st) {
+STAGE static void close_block(const block_t* b, float* out, size_t ld, const stage_t* st) {
   const int inplace = out == b->result + b->base && b->rows == MR && b->n == NR && b->ls == 1;
   if (st != NULL) {
     const int lane = b->by == BY_LANE;
-    float bl[NR], sl[NR]; /* per-lane bias and slope of a partial block, zero past it */
-    const float *bias = st->bias, *slope = st->slope;
-    if (lane && bias != NULL) {
-      if (b->n == NR) bias += b->ch;
-      else { for (int x = 0; x < NR; ++x) bl[x] = x < b->n ? bias[b->ch + x] : 0.0f; bias = bl; }
-    }
-    if (lane && slope != NULL) {
-      if (b->n == NR) slope += b->ch;
-      else { for (int x = 0; x < NR; ++x) sl[x] = x < b->n ? slope[b->ch + x] : 0.0f; slope = sl; }
-    }
+    const float* bias = lane ? b->lanes->bias : st->bias; /* per lane: NR values; else per channel */
+    const float* slope = lane ? b->lanes->slope : st->slope;
     for (int i = 0; i < b->rows; ++i) {
       float* o = out + i * ld;
       const int ch = b->ch + (b->by == BY_ROW ? i : 0);
-      const int fused = st->residual == NULL && st->slope == NULL && st->clamp; /* v = clamp(v + bias) */
+      if (st->residual == NULL) { /* one pass */
+        if (lane) row_stage(o, bias, slope, st->lo, st->hi);
+        else row_stage1(o, bias != NULL ? bias + ch : NULL, slope != NULL ? slope + ch : NULL, st->lo, st->hi);
+        continue;
+      }
       if (bias != NULL) {
-        if (fused) {
-          if (lane) row_add_clamp(o, bias, st->lo, st->hi);
-          else row_add1_clamp(o, bias[ch], st->lo, st->hi);
-          continue;
-        }
         if (lane) row_add(o, bias); else row_add1(o, bias[ch]);
       }
-      if (st->residual != NULL) {
-        const float* r = st->residual + b->base + i * b->rs;
-        if (inplace) row_add(o, r);
-        else for (int x = 0; x < b->n; ++x) o[x] += r[x * b->ls];
-      }
+      const float* r = st->residual + b->base + i * b->rs;
+      if (inplace) row_add(o, r);
+      else for (int x = 0; x < b->n; ++x) o[x] += r[x * b->ls];
       if (slope != NULL) {
         if (lane) row_prelu(o, slope); else row_prelu1(o, slope[ch]);
       }
@@ -285,8 +350,11 @@ static void close_block(const block_t* b, float* out, size_t ld, const stage_t* 
     }
   }
   if (!inplace)
-    for (int i = 0; i < b->rows; ++i)
-      for (int x = 0; x < b->n; ++x) b->result[b->base + i * b->rs + x * b->ls] = out[i * ld + x];
+    for (int i = 0; i < b->rows; ++i) {
+      float* r = b->result + b->base + i * b->rs;
+      if (b->ls == 1) copy_run(r, out + i * ld, b->n, 1);
+      else for (int x = 0; x < b->n; ++x) r[x * b->ls] = out[i * ld + x];
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -462,12 +530,12 @@ static void conv_rows(const float* ifmap, const float* weights, float* result, c
           const int no = imin(MR, g->oc - ob);
           const float* a[MR]; /* missing channels of a partial block reuse the last one */
           for (int i = 0; i < MR; ++i) a[i] = weights + (size_t)(ob + imin(i, no - 1)) * K + r0 * (size_t)kslide;
-          for (int xs = 0; xs < nr; xs += NR) {
+          for (int xs = 0; xs < nr; xs += NR) { /* a row's tail of NH pixels or fewer: the half-width kernel */
             const block_t b = block(result, (size_t)ob * oplane + (size_t)y * g->ow + (size_t)(x0 + xs), oplane, 1, no,
-                                    imin(NR, n - xs), BY_ROW, ob);
+                                    imin(NR, n - xs), BY_ROW, ob, NULL);
             size_t ld;
             float* out = open_block(&b, tile, &ld, !first);
-            gemm(nk, a, ident, panel + xs, boff, out, ld, !first);
+            (n - xs <= NH ? gemm_half : gemm)(nk, a, ident, panel + xs, boff, out, ld, !first);
             close_block(&b, out, ld, last ? st : NULL);
           }
         }
@@ -551,6 +619,8 @@ static void conv_pixels(const float* ifmap, const float* weights, float* result,
           }
         }
         for (int k = 0; k < nk; ++k) boff[k] = (ptrdiff_t)k * L;
+        lanes_t lane;
+        const lanes_t* lanes = last ? lanes_of(&lane, st, o0, nb) : NULL;
         /* the block's first pixel: output row y, column x (direct), or tile row r, column x (panel) */
         int y = direct ? (int)(p0 / (size_t)g->ow) : 0, x = direct ? (int)(p0 % (size_t)g->ow) : 0;
         const int wrap = direct ? g->ow : tw;
@@ -565,8 +635,8 @@ static void conv_pixels(const float* ifmap, const float* weights, float* result,
           for (int i = 0; i < np; ++i) /* the next block's first pixel */
             if (++x == wrap) { x = 0; ++y; }
           const size_t pix = p0 + p;
-          const block_t b = g->nhwc ? block(result, pix * g->oc + o0, (size_t)g->oc, 1, np, nb, BY_LANE, o0)
-                                    : block(result, (size_t)o0 * oplane + pix, 1, oplane, np, nb, BY_LANE, o0);
+          const block_t b = g->nhwc ? block(result, pix * g->oc + o0, (size_t)g->oc, 1, np, nb, BY_LANE, o0, lanes)
+                                    : block(result, (size_t)o0 * oplane + pix, 1, oplane, np, nb, BY_LANE, o0, lanes);
           size_t ld;
           float* out = open_block(&b, tile, &ld, !first);
           (L == NR ? gemm : gemm_half)(nk, a, aoff, wt, boff, out, ld, !first);
@@ -594,8 +664,10 @@ static void conv_generic(const float* ifmap, const float* weights, float* result
       const size_t pix = (size_t)y * g->ow + x;
       for (int o0 = 0; o0 < g->oc; o0 += NR) {
         const int nb = imin(NR, g->oc - o0);
-        const block_t b = g->nhwc ? block(result, pix * g->oc + o0, 0, 1, 1, nb, BY_LANE, o0)
-                                  : block(result, (size_t)o0 * oplane + pix, 0, oplane, 1, nb, BY_LANE, o0);
+        lanes_t lane;
+        const lanes_t* lanes = lanes_of(&lane, st, o0, nb);
+        const block_t b = g->nhwc ? block(result, pix * g->oc + o0, 0, 1, 1, nb, BY_LANE, o0, lanes)
+                                  : block(result, (size_t)o0 * oplane + pix, 0, oplane, 1, nb, BY_LANE, o0, lanes);
         size_t ld;
         float* out = open_block(&b, tile, &ld, 0);
         for (int o = 0; o < nb; ++o) {
@@ -620,6 +692,14 @@ static void conv_generic(const float* ifmap, const float* weights, float* result
 
 /* Inlined into each entry (through run()) with its layout known, so that a program calling only
  * one layout's entries links only that layout's engines (-ffunction-sections, --gc-sections). */
+/* NCHW: lanes along output rows (conv_rows) when rows are wide, or output channels too few to
+ * fill lanes across them (conv_pixels, which also stores through a tile).  Measured: rows of 46
+ * and more, or 4 channels, go faster along rows; rows of 24 and less with 10 channels and more
+ * across channels. */
+static int along_rows(const conv_t* g) {
+  return g->ow >= 2 * NR || 2 * g->oc <= NH;
+}
+
 /* One column (audio as TFLite lays it out) is the same memory read as one row. */
 static conv_t column_as_row(conv_t g) {
   if (g.iw == 1 && g.ow == 1 && g.kw == 1 && g.pl == 0) {
@@ -642,7 +722,7 @@ static ALWAYS_INLINE void conv2d(const float* ifmap, const float* weights, float
   if (g.nhwc) {
     if (taps_fit) conv_pixels(ifmap, weights, result, &g, st);
     else conv_generic(ifmap, weights, result, &g, st);
-  } else if (g.ow % NR == 0 || g.ow >= 4 * NR || !taps_fit) { /* rows that fill the lanes */
+  } else if (!taps_fit || along_rows(&g)) {
     conv_rows(ifmap, weights, result, &g, st);
   } else {
     conv_pixels(ifmap, weights, result, &g, st);
@@ -712,7 +792,7 @@ static void depthwise_rows(const float* ifmap, const float* weights, float* resu
             for (int i = 0; i < MR; ++i) /* rows past the block's reuse its last */
               p[i] = panel + (size_t)(r0 + imin(i, nb - 1)) * qs * rowlen + xs;
             const block_t b = block(result, (size_t)c * oplane + (size_t)(y0 + r0) * g->ow + (size_t)(x0 + xs),
-                                    (size_t)g->ow, 1, nb, imin(NR, n - xs), ONE, c);
+                                    (size_t)g->ow, 1, nb, imin(NR, n - xs), ONE, c, NULL);
             size_t ld;
             float* out = open_block(&b, tile, &ld, 0);
             dw_taps(taps, w, p, toff, out, ld);
@@ -790,12 +870,14 @@ static void depthwise_pixels(const float* ifmap, const float* weights, float* re
         for (int c0 = 0;; c0 += NR) {
           if (gc >= NR && c0 > gc - NR) c0 = gc - NR; /* the last block overlaps the one before: whole */
           const int nc = imin(NR, gc - c0);
+          lanes_t lane;
+          const lanes_t* lanes = lanes_of(&lane, st, g0 + c0, nc);
           for (int xl = 0; xl < tw; xl += MR) {
             const int np = imin(MR, tw - xl);
             for (int i = 0; i < MR; ++i) /* pixels past the block's reuse its last */
               p[i] = panel + (size_t)s0 * rowf + (size_t)(xl + imin(i, np - 1)) * cs * gc + c0;
             const block_t b = block(result, ((size_t)y * g->ow + (size_t)(x0 + xl)) * C + g0 + c0, (size_t)C, 1, np, nc,
-                                    BY_LANE, g0 + c0);
+                                    BY_LANE, g0 + c0, lanes);
             size_t ld;
             float* out = open_block(&b, tile, &ld, 0);
             dw_lanes(taps, wt + c0, (size_t)wl, p, toff, out, ld);
