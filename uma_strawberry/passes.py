@@ -9,6 +9,8 @@ from tvm_extension.uma import lift_constants_pass, offloaded_functions
 from tvm_extension.uma.layout import fold_weights_pass, pack_weights_pass
 
 from . import program
+from uma_vanilla.passes import param_index
+
 from .patterns import is_depthwise, split_composite
 from .tiling import Config, Layer, lower_bound, plan_layer
 
@@ -16,13 +18,6 @@ TARGET = "strawberry"
 ATTR = "StrawberryLayer"  # function attribute: the roles of the parameters, window and output stage
 FLT_MAX = 3.4028234663852886e38
 log = stages.logger.getChild(TARGET)
-
-
-def _param_index(func, expr, role):
-    for i, param in enumerate(func.params):
-        if expr.same_as(param):
-            return i
-    raise ValueError(f"{func.attrs['global_symbol']}: its {role} tensor is computed inside the offloaded function")
 
 
 @tvm.transform.module_pass(opt_level=0, name="StrawberryDescribeLayer")
@@ -39,7 +34,7 @@ def describe_layer(mod, _ctx):
             lo, hi = max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
         roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias, "residual": residual,
                  "slope": activation.args[1] if kind == "nn.prelu" else None}
-        layer = {role: _param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
+        layer = {role: param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
         pad_top, pad_left = (int(p) for p in conv.attrs.padding[:2])
         layer.update(lo=lo, hi=hi, layout=str(conv.attrs.data_layout).lower(), strides=[int(s) for s in conv.attrs.strides],
                      pad_top=pad_top, pad_left=pad_left, depthwise=int(is_depthwise(conv)))

@@ -12,7 +12,7 @@ FLT_MAX = 3.4028234663852886e38
 ATTR = "VanillaOutputStage"  # function attribute: what follows the conv in an offloaded function
 
 
-def _param_index(func, expr, role):
+def param_index(func, expr, role):
     for i, param in enumerate(func.params):
         if expr.same_as(param):
             return i
@@ -36,7 +36,7 @@ def describe_output_stage(mod, _ctx):
             lo, hi = max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
         roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias,
                  "residual": residual, "slope": activation.args[1] if kind == "nn.prelu" else None}
-        stage = {role: _param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
+        stage = {role: param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
         pad_top, pad_left = (int(p) for p in conv.attrs.padding[:2])
         stage.update(lo=lo, hi=hi, layout=str(conv.attrs.data_layout).lower(), strides=[int(s) for s in conv.attrs.strides],
                      pad_top=pad_top, pad_left=pad_left, depthwise=int(is_depthwise(conv)))

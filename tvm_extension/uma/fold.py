@@ -82,23 +82,22 @@ class _FlattenedPrelu(DFPatternCallback):
         return relay.nn.prelu(data, relay.const(np.ascontiguousarray(alpha[0, 0, 0, :])), axis=3)
 
 
-def fold_batch_norm_pass(name: str = "FoldConvBatchNorm") -> tvm.transform.Pass:
+def _rewrite_pass(make_callback, name: str) -> tvm.transform.Pass:
+    """A module pass rewriting ``main`` with a fresh callback (callbacks keep per-run state)."""
+
     @tvm.transform.module_pass(opt_level=0, name=name)
-    def fold(mod, _ctx):
+    def run(mod, _ctx):
         mod = relay.transform.InferType()(mod)
-        mod["main"] = rewrite(_ConvBatchNorm(), mod["main"])
+        mod["main"] = rewrite(make_callback(), mod["main"])
         return relay.transform.InferType()(mod)
 
-    return fold
+    return run
+
+
+def fold_batch_norm_pass(name: str = "FoldConvBatchNorm") -> tvm.transform.Pass:
+    return _rewrite_pass(_ConvBatchNorm, name)
 
 
 def unflatten_prelu_pass(name: str = "UnflattenPrelu") -> tvm.transform.Pass:
     """TFLite's channel-last PReLU (NHWC) back to one ``nn.prelu`` along the channel axis."""
-
-    @tvm.transform.module_pass(opt_level=0, name=name)
-    def unflatten(mod, _ctx):
-        mod = relay.transform.InferType()(mod)
-        mod["main"] = rewrite(_FlattenedPrelu(), mod["main"])
-        return relay.transform.InferType()(mod)
-
-    return unflatten
+    return _rewrite_pass(_FlattenedPrelu, name)
