@@ -5,41 +5,21 @@ import tvm
 from tvm import tir
 
 from tvm_extension.api import stages
-from tvm_extension.uma import lift_constants_pass, offloaded_functions
+from tvm_extension.uma import lift_constants_pass
 from tvm_extension.uma.layout import fold_weights_pass, pack_weights_pass
+from uma_vanilla.passes import describe_pass
 
 from . import program
-from uma_vanilla.passes import param_index
-
-from .patterns import is_depthwise, split_composite
 from .tiling import Config, Layer, lower_bound, plan_layer
 
 TARGET = "strawberry"
 ATTR = "StrawberryLayer"  # function attribute: the roles of the parameters, window and output stage
-FLT_MAX = 3.4028234663852886e38
 log = stages.logger.getChild(TARGET)
 
 
-@tvm.transform.module_pass(opt_level=0, name="StrawberryDescribeLayer")
-def describe_layer(mod, _ctx):
-    """Record on each offloaded function which parameter is what (ifmap, weights, bias, residual,
-    PReLU slope), its window and its clamp; read from Relay, so the TIR pass needs no block names."""
-    for gvar, func in offloaded_functions(mod, TARGET):
-        if ATTR in func.attrs:  # partitioned before (the Python flow partitions, then tvmc.compile)
-            continue
-        conv, _, bias, residual, activation = split_composite(func.body)
-        kind = activation.op.name if activation is not None else None
-        lo, hi = (0.0, FLT_MAX) if kind == "nn.relu" else (-FLT_MAX, FLT_MAX)
-        if kind == "clip":
-            lo, hi = max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
-        roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias, "residual": residual,
-                 "slope": activation.args[1] if kind == "nn.prelu" else None}
-        layer = {role: param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
-        pad_top, pad_left = (int(p) for p in conv.attrs.padding[:2])
-        layer.update(lo=lo, hi=hi, layout=str(conv.attrs.data_layout).lower(), strides=[int(s) for s in conv.attrs.strides],
-                     pad_top=pad_top, pad_left=pad_left, depthwise=int(is_depthwise(conv)))
-        mod[gvar] = func.with_attr(ATTR, layer)
-    return mod
+# Which parameter is what (ifmap, weights, bias, residual, PReLU slope), the window and the
+# clamp, read from Relay as Vanilla's pass does, so the TIR pass needs no block names.
+describe_layer = describe_pass(TARGET, ATTR, "StrawberryDescribeLayer")
 
 
 def validate_config(backend):

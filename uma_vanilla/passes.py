@@ -19,29 +19,40 @@ def param_index(func, expr, role):
     raise ValueError(f"{func.attrs['global_symbol']}: its {role} tensor is computed inside the offloaded function")
 
 
-@tvm.transform.module_pass(opt_level=0, name="VanillaDescribeOutputStage")
-def describe_output_stage(mod, _ctx):
-    """Record on each offloaded function its window, which parameter is what (input, weights,
-    bias, residual, PReLU slope) and how it clamps.
+def describe_pass(target: str, attr: str, name: str) -> tvm.transform.Pass:
+    """Record on each function offloaded to ``target``, as its attribute ``attr``, its window,
+    which parameter is what (input, weights, bias, residual, PReLU slope) and how it clamps.
 
     Read from Relay (conv2d -> bias -> residual -> relu|clip|prelu), so the TIR pass needs no block names.
     """
-    for gvar, func in offloaded_functions(mod, "vanilla_accelerator"):
-        if ATTR in func.attrs:  # partitioned before (the Python flow partitions, then tvmc.compile)
-            continue
-        conv, _, bias, residual, activation = split_composite(func.body)
-        kind = activation.op.name if activation is not None else None
-        lo, hi = (0.0, FLT_MAX) if kind == "nn.relu" else (-FLT_MAX, FLT_MAX)
-        if kind == "clip":
-            lo, hi = max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
-        roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias,
-                 "residual": residual, "slope": activation.args[1] if kind == "nn.prelu" else None}
-        stage = {role: param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
-        pad_top, pad_left = (int(p) for p in conv.attrs.padding[:2])
-        stage.update(lo=lo, hi=hi, layout=str(conv.attrs.data_layout).lower(), strides=[int(s) for s in conv.attrs.strides],
-                     pad_top=pad_top, pad_left=pad_left, depthwise=int(is_depthwise(conv)))
-        mod[gvar] = func.with_attr(ATTR, stage)
-    return mod
+
+    @tvm.transform.module_pass(opt_level=0, name=name)
+    def describe(mod, _ctx):
+        for gvar, func in offloaded_functions(mod, target):
+            if attr not in func.attrs:  # else partitioned before (the Python flow partitions, then tvmc.compile)
+                mod[gvar] = func.with_attr(attr, describe_conv(func))
+        return mod
+
+    return describe
+
+
+def describe_conv(func) -> dict:
+    """The roles, window and clamp of one offloaded conv function (see ``describe_pass``)."""
+    conv, _, bias, residual, activation = split_composite(func.body)
+    kind = activation.op.name if activation is not None else None
+    lo, hi = (0.0, FLT_MAX) if kind == "nn.relu" else (-FLT_MAX, FLT_MAX)
+    if kind == "clip":
+        lo, hi = max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
+    roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias,
+             "residual": residual, "slope": activation.args[1] if kind == "nn.prelu" else None}
+    stage = {role: param_index(func, expr, role) for role, expr in roles.items() if expr is not None}
+    pad_top, pad_left = (int(p) for p in conv.attrs.padding[:2])
+    stage.update(lo=lo, hi=hi, layout=str(conv.attrs.data_layout).lower(), strides=[int(s) for s in conv.attrs.strides],
+                 pad_top=pad_top, pad_left=pad_left, depthwise=int(is_depthwise(conv)))
+    return stage
+
+
+describe_output_stage = describe_pass("vanilla_accelerator", ATTR, "VanillaDescribeOutputStage")
 
 
 @tvm.tir.transform.prim_func_pass(opt_level=2)
