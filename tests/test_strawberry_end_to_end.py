@@ -20,18 +20,23 @@ STRAWBERRY_EXT = ROOT / "examples" / "ext"
 EXT = ["--experimental-tvm-extension", STRAWBERRY_EXT]
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 # What the TIR pass logs per offloaded function (tvmc -v).
-PLAN = re.compile(r"(tvmgen_\w+): (.*); DMA (\d+) bytes in (\d+) transfers \(lower bound (\d+) bytes\)")
+PLAN = re.compile(r"(tvmgen_\w+): (.*); DMA (\d+) bytes in (\d+) transfers "
+                  r"\(lower bound (\d+) bytes, scratchpad (\d+) bytes in use\)")
 KERNELS = r"strawberry_(?:depthwise_)?conv2d_n(?:chw|hwc)"
 
 
 class Compiled:
     def __init__(self, path, done):
         self.path, self.stdout, self.stderr = path, done.stdout, done.stderr
-        self.plans = {m[0]: dict(split=m[1], bytes=int(m[2]), transfers=int(m[3]), lower_bound=int(m[4]))
+        self.plans = {m[0]: dict(split=m[1], bytes=int(m[2]), transfers=int(m[3]), lower_bound=int(m[4]),
+                                 occupancy=int(m[5]))
                       for m in PLAN.findall(done.stdout + done.stderr)}
 
     def planned(self, key):
         return sum(plan[key] for plan in self.plans.values())
+
+    def peak_occupancy(self):
+        return max(plan["occupancy"] for plan in self.plans.values())
 
     def offloaded_functions(self):
         match = re.search(r"\[strawberry\] offloaded: .* in (\d+) functions", self.stdout)
@@ -90,6 +95,7 @@ def test_cnn_at_three_scratchpad_sizes(cnn_builds, tmp_path, monkeypatch):
         assert counters["dma_in_bytes"] + counters["dma_out_bytes"] == compiled.planned("bytes")
         assert counters["dma_in_calls"] + counters["dma_out_calls"] == compiled.planned("transfers")
         assert counters["spad_high_water"] <= spad
+        assert counters["spad_peak_bytes"] == compiled.peak_occupancy() <= spad
         results[spad] = got, counters, compiled
     transfers = [results[s][1]["dma_in_calls"] + results[s][1]["dma_out_calls"] for s in SIZES]
     moved = [results[s][1]["dma_in_bytes"] + results[s][1]["dma_out_bytes"] for s in SIZES]

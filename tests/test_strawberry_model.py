@@ -124,7 +124,7 @@ def header_codes():
 
 CODES = header_codes()
 COUNTERS = ["layers", "dma_in_calls", "dma_out_calls", "dma_in_bytes", "dma_pad_bytes", "dma_out_bytes", "dma_cycles",
-            "compute_calls", "macs", "compute_cycles", "spad_high_water"]
+            "compute_calls", "macs", "compute_cycles", "spad_high_water", "spad_peak_bytes"]
 
 
 @pytest.fixture(scope="module", params=["plain", "sanitized"])
@@ -281,6 +281,7 @@ def test_dma_in_copies_a_padded_tile(device, start, n):
     tile = 4 * int(np.prod(n))
     assert counters["dma_cycles"] == 2 * (10 + -(-tile // 8))
     assert counters["spad_high_water"] == 64 + tile
+    assert counters["spad_peak_bytes"] == tile  # the out transfer read it; nothing else was written
 
 
 def test_dma_strided_tiles_of_an_nhwc_tensor(device):
@@ -426,6 +427,26 @@ def test_begin_checks_the_configuration_and_forgets_the_scratchpad(device):
     fails(device, device.dma_out(out, 0, (1, 1, 8), (0, 0, 1), (0, 0, 0), (1, 1, 8)), "EUNWRITTEN",
           "strawberry_dma_out", "reads source bytes [0, 32)", "missing transfer")
     assert device.counters()["layers"] == 2
+
+
+def test_peak_occupancy_counts_distinct_bytes_per_layer(device):
+    """Occupancy: bytes written since the layer began, each once however often rewritten; the
+    peak is the largest over layers, whatever the addresses."""
+    assert device.begin(spad=4096) == 0
+    slot = device.host(np.arange(16, dtype=np.float32))
+    whole = dict(ext=(1, 1, 16), strides=(0, 0, 1), start=(0, 0, 0))
+    assert device.dma_in(0, slot, n=(1, 1, 16), **whole) == 0      # [0, 64)
+    assert device.dma_in(32, slot, n=(1, 1, 16), **whole) == 0     # [32, 96): 32 new bytes
+    assert device.dma_in(32, slot, n=(1, 1, 8), **whole) == 0      # rewritten: nothing new
+    assert device.counters()["spad_peak_bytes"] == 96
+    assert device.begin(spad=4096) == 0                                     # a smaller layer
+    assert device.dma_in(2048, slot, n=(1, 1, 16), **whole) == 0
+    counters = device.counters()
+    assert counters["spad_peak_bytes"] == 96 and counters["spad_high_water"] == 2048 + 64
+    assert device.begin(spad=4096) == 0                                     # a larger one
+    for addr in (1024, 3072, 4032):
+        assert device.dma_in(addr, slot, n=(1, 1, 16), **whole) == 0
+    assert device.counters()["spad_peak_bytes"] == 192
 
 
 def tile_args(**changes):

@@ -1,4 +1,4 @@
-"""Real float networks on Strawberry at two scratchpad sizes: tvmc -> MLF -> gcc -> run against TVM's
+"""The real float networks of the tests on Strawberry at two scratchpad sizes: tvmc -> MLF -> gcc -> run against TVM's
 CPU build and the framework's interpreter; NHWC feature maps, depthwise convs, residual adds and
 PReLU all go through the scratchpad; the smaller scratchpad splits more and moves more, with the
 same outputs, and the hardware model counts exactly the planned transfers."""
@@ -20,7 +20,12 @@ def shapes_option(shapes):
 # carry besides the conv, scratchpad sizes (the first holds most layers whole, the second splits them).
 NETWORKS = {
     "mtcnn_pnet": ({"input_1": (1, 24, 24, 3)}, onnxruntime_reference, 5, "nn.prelu x3", (262144, 8192)),
+    "mtcnn_onet": ({"input_3": (1, 48, 48, 3)}, onnxruntime_reference, 4, "nn.prelu x4", (262144, 65536)),
     "blazeface": ({"input": (1, 128, 128, 3)}, tflite_reference, 37, "add x16", (262144, 32768)),
+    "kws_on_off_float32": ({"serving_default_input_1:0": (1, 98, 1, 104)}, tflite_reference, 79, "add x24",
+                           (262144, 16384)),
+    # TFLite's flattened PReLU folded back per channel, as on Vanilla.
+    "face_landmark": ({"input_1": (1, 192, 192, 3)}, tflite_reference, 45, "nn.prelu x23", (262144, 65536)),
 }
 
 
@@ -47,6 +52,7 @@ def test_network_at_two_scratchpad_sizes(tmp_path, monkeypatch, name):
         assert counters["dma_in_bytes"] + counters["dma_out_bytes"] == compiled.planned("bytes")
         assert counters["dma_in_calls"] + counters["dma_out_calls"] == compiled.planned("transfers")
         assert counters["spad_high_water"] <= spad
+        assert counters["spad_peak_bytes"] == compiled.peak_occupancy() <= spad
         runs.append((got, counters, compiled))
     (big_out, big, big_compiled), (small_out, small, _) = runs
     assert small["dma_in_calls"] + small["dma_out_calls"] > big["dma_in_calls"] + big["dma_out_calls"]

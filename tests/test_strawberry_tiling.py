@@ -31,6 +31,10 @@ LAYERS = [
     Layer("nchw", False, ic=16, ih=9, iw=7, oc=12, oh=5, ow=4, kh=5, kw=3, stride_h=1, stride_w=2, pad_top=0,
           pad_left=1, residual=True),
 ]
+# A 1x1 conv of stride 2 reads every other input row and column: the DMA fetches whole padded rows,
+# so even one output row per tile moves the skipped columns, above the lower bound.
+STRIDE_ABOVE_WINDOW = Layer("nhwc", False, ic=4, ih=9, iw=9, oc=6, oh=5, ow=5, kh=1, kw=1, stride_h=2, stride_w=2,
+                            pad_top=0, pad_left=0, bias=True)
 
 
 def fits(layer, rows, channels, cfg):
@@ -39,7 +43,7 @@ def fits(layer, rows, channels, cfg):
 
 
 @pytest.mark.parametrize("spad", [4096, 8192, 16384, 65536])
-@pytest.mark.parametrize("layer", LAYERS, ids=range(len(LAYERS)))
+@pytest.mark.parametrize("layer", LAYERS + [STRIDE_ABOVE_WINDOW], ids=range(len(LAYERS) + 1))
 def test_plan_is_the_cheapest_split_that_fits(layer, spad):
     """Against every tile size (not only one per tile count) in both loop orders."""
     cfg = config(scratchpad_bytes=spad)
@@ -66,6 +70,14 @@ def test_more_scratchpad_never_moves_more(layer):
         except Unfit:
             assert not moved, "a layer that fits must fit a larger scratchpad"
     assert moved == sorted(moved, reverse=True) and moved[-1] == lower_bound(layer)
+
+
+def test_lower_bound_skips_what_no_window_reads():
+    layer = STRIDE_ABOVE_WINDOW
+    inputs, weights, outputs = 4 * 5 * 5, 6 * (4 + 1), 6 * 5 * 5  # rows and columns 0, 2, 4, 6, 8
+    assert lower_bound(layer) == 4 * (inputs + weights + outputs)
+    best = plan_layer(layer, config(scratchpad_bytes=1 << 20))
+    assert best.rows == 1 and best.dma_bytes == lower_bound(layer) + 4 * 4 * 5 * 4  # 4 skipped columns x 5 rows
 
 
 def test_weights_stay_resident_when_the_rows_are_split():

@@ -1,6 +1,6 @@
 """DMA traffic against its lower bound, per scratchpad size.
 
-    python -m uma_strawberry.benchmark                      # cnn.onnx, MTCNN P-Net, BlazeFace
+    python -m uma_strawberry.benchmark                      # cnn.onnx and the five real float networks
     python -m uma_strawberry.benchmark model.onnx:input:1,3,32,32 --sizes 8192 65536
 
 For each model and scratchpad size: compiles with TVM's own tvmc (``--target strawberry``),
@@ -24,8 +24,9 @@ from tvm_extension.mlf import build
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENSION = data_folder("tvm_extension.scaffold", "examples", "examples/ext")  # Vanilla, QVanilla, Strawberry
-PLAN = re.compile(r"DMA (\d+) bytes in (\d+) transfers \(lower bound (\d+) bytes\)")
-ZOO = {"mtcnn_pnet": "input_1:1,24,24,3", "blazeface": "input:1,128,128,3"}
+PLAN = re.compile(r"DMA (\d+) bytes in (\d+) transfers \(lower bound (\d+) bytes, scratchpad (\d+) bytes in use\)")
+ZOO = {"mtcnn_pnet": "input_1:1,24,24,3", "mtcnn_onet": "input_3:1,48,48,3", "blazeface": "input:1,128,128,3",
+       "face_landmark": "input_1:1,192,192,3", "kws_on_off_float32": "serving_default_input_1:0:1,98,1,104"}
 DEFAULT_SIZES = [4096, 8192, 16384, 32768, 65536, 262144, 1 << 20]
 
 
@@ -73,12 +74,12 @@ def measure(path: Path, shapes, spad: int, work: Path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", default=[str(ROOT / "examples" / "models" / "cnn.onnx"), *ZOO],
-                        help="MODEL[:INPUT:D0,D1,...] or a model-zoo name (mtcnn_pnet, blazeface)")
+                        help=f"MODEL[:INPUT:D0,D1,...] or a model-zoo name ({', '.join(ZOO)})")
     parser.add_argument("--sizes", nargs="+", type=int, default=DEFAULT_SIZES, help="scratchpad sizes in bytes")
     parser.add_argument("--plot", type=Path, help="also draw DMA bytes / lower bound against scratchpad size (PNG)")
     args = parser.parse_args(argv)
     header = f"{'model':<34} {'spad':>8} {'convs':>5} {'transfers':>9} {'DMA bytes':>10} {'lower bnd':>10} " \
-             f"{'ratio':>6} {'burst B':>8} {'DMA cyc':>9} {'MAC cyc':>9} {'summed':>9} {'overlap':>9}"
+             f"{'ratio':>6} {'burst B':>8} {'peak B':>7} {'DMA cyc':>9} {'MAC cyc':>9} {'summed':>9} {'overlap':>9}"
     curves = {}
     print(header)
     print("-" * len(header))
@@ -93,14 +94,17 @@ def main(argv=None):
                 moved = c["dma_in_bytes"] + c["dma_out_bytes"]
                 bound = sum(p[2] for p in plans)
                 assert moved == sum(p[0] for p in plans), "the model counted other transfers than planned"
+                peak = c["spad_peak_bytes"]
+                assert peak == max(p[3] for p in plans), "the model's occupancy differs from the plan's"
                 transfers = c["dma_in_calls"] + c["dma_out_calls"]
                 dma, mac = c["dma_cycles"], c["compute_cycles"]
                 # overlapped: a DMA that runs beside the engine (double buffering) hides the shorter of the two
                 print(f"{label:<34} {spad:>8} {len(plans):>5} {transfers:>9} {moved:>10} {bound:>10} "
-                      f"{moved / bound:>6.2f} {moved / transfers:>8.0f} {dma:>9} {mac:>9} {dma + mac:>9} {max(dma, mac):>9}")
+                      f"{moved / bound:>6.2f} {moved / transfers:>8.0f} {peak:>7} {dma:>9} {mac:>9} {dma + mac:>9} {max(dma, mac):>9}")
                 curves.setdefault(label, []).append((spad, moved, bound, len(plans)))
     print("\nbytes: host bytes read and written by the DMA (zero padding excluded); lower bound: every byte the "
-          "offloaded layers need moved once; burst: average bytes per transfer; cycles from the hardware model's "
+          "offloaded layers need moved once; burst: average bytes per transfer; peak: the most scratchpad bytes one "
+          "layer occupies (measured by the model, equal to the plan); cycles from the hardware model's "
           "counters (c_runtime/strawberry) with the default rates (8 B/cycle, 32 setup cycles per transfer, "
           "64 MACs/cycle): summed = DMA then compute, overlap = max of the two (transfers hidden behind compute).")
     if args.plot:

@@ -66,7 +66,8 @@ class StrawberryDMAPass:
                       bias=host["bias"] is not None, residual=host["residual"] is not None,
                       slope=host["slope"] is not None)
         plan = plan_layer(layer, config)
-        log.info("%s: %s (lower bound %d bytes)", func.attrs["global_symbol"], plan.describe(), lower_bound(layer))
+        log.info("%s: %s (lower bound %d bytes, scratchpad %d bytes in use)", func.attrs["global_symbol"],
+                 plan.describe(), lower_bound(layer), plan.occupancy_bytes)
         body = program.build(layer, plan, config, host, float(described["lo"]), float(described["hi"]))
         return func.with_body(body)
 

@@ -146,6 +146,11 @@ class Plan:
     def dma_calls(self) -> int:
         return self.dma_in_calls + self.dma_out_calls
 
+    @property
+    def occupancy_bytes(self) -> int:
+        """Scratchpad bytes the layer uses: its largest (first) tile in each partition."""
+        return WORD * (self.ifmap_words + self.weights_words + self.ofmap_words)
+
     def describe(self) -> str:
         order = "rows outer" if self.rows_outer else "channels outer"
         resident = ", weights resident" if self.weights_resident else ""
@@ -241,7 +246,21 @@ def plan_layer(layer: Layer, config: Config) -> Plan:
     return best
 
 
+def _read(size: int, out: int, stride: int, window: int, pad: int) -> int:
+    """Input positions along one axis that some window reads (windows may skip positions when the
+    stride exceeds the window)."""
+    covered = set()
+    for o in range(out):
+        covered.update(range(max(o * stride - pad, 0), min(o * stride - pad + window, size)))
+    return len(covered)
+
+
 def lower_bound(layer: Layer) -> int:
-    """Bytes every split moves at least: each input byte the windows read, every weight, bias,
+    """Bytes every split moves at least: each input byte some window reads, every weight, bias,
     slope and residual byte once in, every output byte once out."""
-    return cost(layer, layer.oh, layer.oc, False).dma_bytes
+    rows = _read(layer.ih, layer.oh, layer.stride_h, layer.kh, layer.pad_top)
+    cols = _read(layer.iw, layer.ow, layer.stride_w, layer.kw, layer.pad_left)
+    out_words = layer.oc * layer.oh * layer.ow
+    words = (layer.ic * rows * cols + layer.oc * (layer.weights_per_channel + layer.extras)
+             + out_words * (2 if layer.residual else 1))
+    return WORD * words

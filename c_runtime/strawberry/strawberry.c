@@ -27,6 +27,7 @@ typedef struct {
   int32_t spad_bytes, dma_bytes_per_cycle, dma_setup_cycles, macs_per_cycle;
   float* mem;              /* spad_bytes / 4 elements */
   unsigned char* written;  /* one flag per element */
+  int64_t layer_bytes;     /* scratchpad bytes written since the layer began */
   strawberry_counters counters;
 } device;
 
@@ -95,6 +96,7 @@ static void report_to(FILE* out) {
   fprintf(out, "strawberry.macs: %lld\n", (long long)c->macs);
   fprintf(out, "strawberry.compute_cycles: %lld\n", (long long)c->compute_cycles);
   fprintf(out, "strawberry.spad_high_water: %lld\n", (long long)c->spad_high_water);
+  fprintf(out, "strawberry.spad_peak_bytes: %lld\n", (long long)c->spad_peak_bytes);
 }
 
 void strawberry_report(void) { report_to(stderr); }
@@ -164,6 +166,7 @@ int32_t strawberry_begin(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_
                   (long)dev.macs_per_cycle);
   }
   memset(dev.written, 0, (size_t)dev.spad_bytes / 4);
+  dev.layer_bytes = 0;
   dev.counters.layers += 1;
   return STRAWBERRY_OK;
 }
@@ -220,7 +223,12 @@ static int32_t check_written(const char* entry, region r) {
 }
 
 static void mark_written(region r) {
-  memset(dev.written + r.addr / 4, 1, (size_t)(r.bytes / 4));
+  const int64_t first = r.addr / 4, end = (r.addr + r.bytes) / 4;
+  for (int64_t i = first; i < end; ++i) {
+    dev.layer_bytes += dev.written[i] ? 0 : 4;
+    dev.written[i] = 1;
+  }
+  dev.counters.spad_peak_bytes = max64(dev.counters.spad_peak_bytes, dev.layer_bytes);
   dev.counters.spad_high_water = max64(dev.counters.spad_high_water, r.addr + r.bytes);
 }
 

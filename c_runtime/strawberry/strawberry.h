@@ -121,6 +121,7 @@ typedef struct {
   int64_t macs;
   int64_t compute_cycles;  /* per computation: ceil(macs / macs per cycle) */
   int64_t spad_high_water; /* highest scratchpad byte address written, plus one */
+  int64_t spad_peak_bytes; /* most scratchpad bytes one layer has written (its occupancy) */
 } strawberry_counters;
 
 /* Copies the counters into *out (zeros before the first initialisation); NULL is ignored. */
