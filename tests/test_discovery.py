@@ -62,6 +62,7 @@ def test_example_extensions():
     found = api.discover([str(VANILLA_EXT)], environ={}, python_path=False, entry_points=False)
     targets = {e.name: [b.target_name for b in e.backends()] for e in found}
     assert targets == {
+        "tvm_extension.chocolate:ChocolateExtension": ["chocolate"],
         "tvm_extension.qvanilla:QVanillaExtension": ["qvanilla"],
         "tvm_extension.strawberry:StrawberryExtension": ["strawberry"],
         "tvm_extension.vanilla:VanillaExtension": ["vanilla_accelerator"],

@@ -246,7 +246,7 @@ def plan_layer(layer: Layer, config: Config) -> Plan:
     return best
 
 
-def _read(size: int, out: int, stride: int, window: int, pad: int) -> int:
+def positions_read(size: int, out: int, stride: int, window: int, pad: int) -> int:
     """Input positions along one axis that some window reads (windows may skip positions when the
     stride exceeds the window)."""
     covered = set()
@@ -258,8 +258,8 @@ def _read(size: int, out: int, stride: int, window: int, pad: int) -> int:
 def lower_bound(layer: Layer) -> int:
     """Bytes every split moves at least: each input byte some window reads, every weight, bias,
     slope and residual byte once in, every output byte once out."""
-    rows = _read(layer.ih, layer.oh, layer.stride_h, layer.kh, layer.pad_top)
-    cols = _read(layer.iw, layer.ow, layer.stride_w, layer.kw, layer.pad_left)
+    rows = positions_read(layer.ih, layer.oh, layer.stride_h, layer.kh, layer.pad_top)
+    cols = positions_read(layer.iw, layer.ow, layer.stride_w, layer.kw, layer.pad_left)
     out_words = layer.oc * layer.oh * layer.ow
     words = (layer.ic * rows * cols + layer.oc * (layer.weights_per_channel + layer.extras)
              + out_words * (2 if layer.residual else 1))

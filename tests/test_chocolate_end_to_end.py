@@ -1,0 +1,131 @@
+"""Chocolate through plain tvmc: int8 convs decomposed onto the matrix core by tir.Schedule,
+built with gcc, run, and bit-exact with TVM's CPU build at every tile size; the tile size
+changes the hardware model's counters, never the outputs; the TIR shows the loops around
+the core calls; a deleted transfer fails loudly."""
+import re
+
+import numpy as np
+import pytest
+
+from conftest import VANILLA_EXT, mlf_sources, run_tvmc, tflite_reference, tvm_cpu_reference
+from model_zoo import fetch
+from test_qvanilla import qdq_model
+from test_strawberry_end_to_end import edited_mlf, run_program
+from tvm_extension.mlf import build
+
+TILES = [(4, 4, 4), (8, 8, 8), (16, 16, 16)]
+
+
+def compile_chocolate(model, out, tile, *extra):
+    m, n, k = tile
+    done = run_tvmc("compile", "--target", "chocolate", "--experimental-tvm-extension", VANILLA_EXT, model,
+                    f"--target-chocolate-tile_m={m}", f"--target-chocolate-tile_n={n}",
+                    f"--target-chocolate-tile_k={k}", "-f", "mlf", "-o", out, *extra)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def run_with_counters(mlf, work, inputs, monkeypatch):
+    report = work / "counters.txt"
+    monkeypatch.setenv("CHOCOLATE_REPORT", str(report))
+    outputs, _ = build(mlf, work / "build").run(inputs)
+    monkeypatch.delenv("CHOCOLATE_REPORT")
+    values = dict(line.split(": ") for line in report.read_text().splitlines())
+    return list(outputs.values()), {key.split(".", 1)[1]: int(v) for key, v in values.items()}
+
+
+def int8_inputs(program, seed):
+    rng = np.random.default_rng(seed)
+    return {t.name: rng.integers(-128, 128, t.shape).astype(t.dtype) for t in program.inputs}
+
+
+@pytest.mark.real_model
+def test_kws_dscnn_at_three_tile_sizes(tmp_path, monkeypatch):
+    """DS-CNN keyword spotting (int8 TFLite): its five dense convs on the core, the four
+    depthwise ones on the CPU with the reason in the report."""
+    model = fetch("kws_dscnn_int8")
+    results = []
+    for tile in TILES:
+        out = tmp_path / f"{'x'.join(map(str, tile))}.tar"
+        done = compile_chocolate(model, out, tile)
+        assert "[chocolate] offloaded: qnn.conv2d x5," in done.stdout and " in 5 functions" in done.stdout, done.stdout
+        assert "qnn.conv2d: depthwise (not a matrix product; stays on the CPU) x4" in done.stdout
+        work = tmp_path / f"run{tile[0]}"
+        work.mkdir()
+        inputs = int8_inputs(build(out, work / "probe"), seed=4)
+        got, counters = run_with_counters(out, work, inputs, monkeypatch)
+        expected = tvm_cpu_reference(model, inputs)
+        for g, e in zip(got, expected):
+            assert g.dtype == e.dtype and np.array_equal(g, e), f"{tile}: not bit-exact with TVM's CPU build"
+        assert counters["layers"] == counters["configure_calls"] == 5, counters
+        assert counters["tile_m"] == tile[0] and counters["macs_issued"] == counters["core_calls"] * np.prod(tile)
+        assert counters["macs_useful"] <= counters["macs_issued"]
+        results.append(counters)
+    useful = {c["macs_useful"] for c in results}
+    assert len(useful) == 1, "the useful work does not depend on the tile"
+    calls = [c["core_calls"] for c in results]
+    assert calls == sorted(calls, reverse=True) and len(set(calls)) == 3, "larger tiles, fewer core calls"
+    framework = tflite_reference(model, inputs)
+    assert all(g.shape == f.shape for g, f in zip(got, framework))
+
+
+def test_ragged_qdq_conv_bit_exact(tmp_path, monkeypatch):
+    """An ONNX QDQ conv whose pixels, channels and depth are no multiples of the tile (padded by
+    the DMA: never wrong), stride 2, non-zero input zero point, ReLU."""
+    model = qdq_model(tmp_path / "conv.onnx", True, True, cin=5, cout=7, stride=2, pads=(0, 1, 2, 1))
+    out = tmp_path / "conv.tar"
+    done = compile_chocolate(model, out, (4, 4, 8))
+    assert "[chocolate] offloaded: qnn.conv2d x1" in done.stdout, done.stdout
+    work = tmp_path / "run"
+    work.mkdir()
+    inputs = int8_inputs(build(out, work / "probe"), seed=2)
+    got, counters = run_with_counters(out, work, inputs, monkeypatch)
+    expected = tvm_cpu_reference(model, inputs, True)  # the integer graph, as QVanilla's tests
+    assert all(np.array_equal(g, e) for g, e in zip(got, expected)), "not bit-exact with TVM's CPU build"
+    assert counters["macs_useful"] < counters["macs_issued"]
+
+
+def test_tir_shows_the_loops_around_the_core_calls(tmp_path):
+    model = fetch("kws_dscnn_int8")
+    done = compile_chocolate(model, tmp_path / "m.tar", (8, 8, 8), "-vv")
+    log = done.stdout + done.stderr
+    tir = log[log.index("TIR of tvmgen_default_chocolate_main"):]
+    assert re.search(r"for m_0 in range\(\d+\)", tir) and re.search(r"for k_0 in range\(\d+\)", tir), tir[:3000]
+    for call in ("chocolate_zero", "chocolate_dma_im2col", "chocolate_dma_weights", "chocolate_matmul",
+                 "chocolate_store"):
+        assert call in tir, call
+    body = [t for t in mlf_sources(tmp_path / "m.tar").values() if "// offloaded to chocolate" in t]
+    assert len(body) == 5 and all("for (int32_t k_0" in t for t in body)
+
+
+@pytest.mark.parametrize("victim, operand", [("chocolate_dma_im2col_s8", "a"), ("chocolate_dma_weights_s8", "b")])
+def test_a_deleted_transfer_fails_loudly(tmp_path, victim, operand):
+    model = fetch("kws_dscnn_int8")
+    compile_chocolate(model, tmp_path / "m.tar", (8, 8, 8))
+    deleted = []
+
+    def delete_one(name, text):
+        if "// offloaded to chocolate" not in text or deleted:
+            return text
+        call = re.search(rf"(?<== ){victim}\([^;]*\)", text)
+        deleted.append(call.group(0))
+        return text[:call.start()] + "0" + text[call.end():]
+
+    broken = edited_mlf(tmp_path / "m.tar", tmp_path / "broken.tar", delete_one)
+    program = build(broken, tmp_path / "build")
+    done = run_program(program, int8_inputs(program, 1), tmp_path)
+    assert len(deleted) == 1 and done.returncode != 0
+    assert re.search(rf"chocolate: chocolate_matmul: reads {operand} bytes \[\d+, \d+\) of the scratchpad that nothing "
+                     r"has written since the layer began \(a missing transfer\?\) \(CHOCOLATE_EUNWRITTEN\)",
+                     done.stderr), done.stderr
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--target-chocolate-tile_m=0"], "tile sizes 0x8x8 must be in [1, 256]"),
+    (["--target-chocolate-scratchpad_bytes=100"], "scratchpad_bytes 100 must be a multiple of 4 holding"),
+])
+def test_bad_attributes_are_one_line(tmp_path, args, fragment):
+    done = run_tvmc("compile", "--target", "chocolate", "--experimental-tvm-extension", VANILLA_EXT,
+                    fetch("kws_dscnn_int8"), *args, "-f", "mlf", "-o", tmp_path / "m.tar")
+    assert done.returncode != 0 and fragment in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "m.tar").exists()

@@ -1,0 +1,63 @@
+"""UMA backend for Chocolate: int8 convs decomposed onto a small matrix core."""
+from tvm import relay, tir
+from tvm.relay.backend.contrib.uma.api.utils import PassPhase
+from tvm.relay.backend.contrib.uma.backend import UMABackend
+
+from tvm_extension.uma.layout import offload_layout_pass
+
+from .codegen import gen_includes
+from .passes import prepare_core_conv, tiling_pass
+from .patterns import chain_problem, core_problem, qconv2d_pattern
+from .schedule import Core
+
+ATTRIBUTES = {"tile_m": 8, "tile_n": 8, "tile_k": 8, "scratchpad_bytes": 65536, "dma_bytes_per_cycle": 8,
+              "dma_setup_cycles": 32}
+
+
+class ConfigError(ValueError):
+    """A bad value among Chocolate's target attributes (one line for the user)."""
+
+
+class ChocolateBackend(UMABackend):
+    """A tile_m x tile_n x tile_k int8 matrix core with a scratchpad and a DMA engine."""
+
+    def __init__(self):
+        super().__init__(merge_compiler_regions=False)
+        for name, default in ATTRIBUTES.items():
+            self._register_target_attr(name, default=default)
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, relay.transform.FakeQuantizationToInteger())
+        accepts = lambda conv: core_problem(conv) is None
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, offload_layout_pass(accepts, "NHWC", "HWIO"))
+        self._register_pattern("qconv2d", qconv2d_pattern(), lambda root: chain_problem(root) is None)
+        self._register_relay_pass(PassPhase.POST_PARTITIONING_1, prepare_core_conv)
+        self._register_tir_pass(PassPhase.TIR_PHASE_0, tiling_pass(self))
+        self._register_tir_pass(PassPhase.TIR_PHASE_3, tir.transform.LowerDeviceStorageAccessInfo())
+        self._register_codegen(fmt="c", includes=gen_includes)
+
+    def core(self) -> Core:
+        attrs = getattr(self, "target_attrs", self._target_attrs)
+        values = {}
+        for name in ATTRIBUTES:
+            try:
+                values[name] = int(str(attrs[name]))
+            except ValueError:
+                raise ConfigError(f"target 'chocolate': {name} must be an integer, got '{attrs[name]}'") from None
+        tiles = [values[f"tile_{d}"] for d in "mnk"]
+        if not all(1 <= t <= 256 for t in tiles):
+            raise ConfigError(f"target 'chocolate': tile sizes {'x'.join(map(str, tiles))} must be in [1, 256]")
+        core = Core(*tiles, values["scratchpad_bytes"], values["dma_bytes_per_cycle"], values["dma_setup_cycles"])
+        need = sum(core.tile_bytes("int8").values())
+        if core.spad_bytes % 4 or not need <= core.spad_bytes <= 1 << 30:
+            raise ConfigError(f"target 'chocolate': scratchpad_bytes {core.spad_bytes} must be a multiple of 4 holding "
+                              f"one A, B and accumulator tile ({need} bytes)")
+        if core.dma_bytes_per_cycle < 1 or core.dma_setup_cycles < 0:
+            raise ConfigError("target 'chocolate': dma_bytes_per_cycle must be >= 1 and dma_setup_cycles >= 0")
+        return core
+
+    def rejection_reason(self, call):
+        """Why a qnn.conv2d stays on the CPU; shown in the offload report."""
+        return core_problem(call) if call.op.name == "qnn.conv2d" else None
+
+    @property
+    def target_name(self):
+        return "chocolate"

@@ -1,0 +1,381 @@
+"""A quantized conv decomposed onto Chocolate's matrix core, with ``tir.Schedule``.
+
+The layer is written as a GEMM over its im2col view (TE), then scheduled:
+
+    A[m, k]  = im2col(input)[m, k]       rows m = output pixels, depth k = (ky, kx, c)
+    B[k, n]  = weights[k, n]             n = output channels
+    C[m, n]  = sum_k A[m, k] * B[k, n]   int32 accumulators
+    out[m, n] = output_stage(C[m, n])
+
+* ``split`` m, n, k by the core's tile (tile_m, tile_n, tile_k; the GEMM is padded to whole
+  tiles: the DMA fills A past the image with the input zero point and B past the weights
+  with 0, so padding never changes a result) and ``reorder`` them: tiles of C outside, the
+  depth loop inside, so each accumulator tile stays in the core while it is summed;
+* ``set_scope`` puts A, B and C in the scratchpad's partitions (memory scopes registered
+  with TVM's memory info), ``compute_at`` places A's and B's tiles under the depth loop, and
+  ``reverse_compute_at`` the output stage under the C tile;
+* ``decompose_reduction`` splits off the accumulator's zeroing, and ``tensorize`` maps it and
+  the tile's multiply-accumulate onto the core's intrinsics (``chocolate_zero``,
+  ``chocolate_matmul``, registered per tile shape);
+* the tile copies (``blockize`` then a body of our own, as ``InjectCopyIntrin`` did) become
+  DMA calls, and the output stage the core's store.
+
+What is left is ordinary TIR: the loops around the core calls, which later passes see and
+``tvmc -vv`` prints.
+"""
+import dataclasses
+from typing import Dict, List
+
+import tvm
+from tvm import te, tir
+from tvm.script import tir as T
+
+from tvm_extension.uma import status_checked
+from uma_strawberry.tiling import positions_read
+
+SCOPES = {"a": "global.chocolate_a", "b": "global.chocolate_b", "acc": "global.chocolate_acc"}
+OPERAND_BYTES = {"int8": 1, "float32": 4}
+READ, WRITE = 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Core:
+    """The chip, from the target attributes."""
+
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    spad_bytes: int
+    dma_bytes_per_cycle: int
+    dma_setup_cycles: int
+
+    def tile_bytes(self, dtype: str) -> Dict[str, int]:
+        """Bytes of one A, B and accumulator tile (operand tiles rounded up to words)."""
+        size = OPERAND_BYTES[dtype]
+        return {"a": -(-self.tile_m * self.tile_k * size // 4) * 4, "b": -(-self.tile_k * self.tile_n * size // 4) * 4,
+                "acc": 4 * self.tile_m * self.tile_n}
+
+    def begin_args(self):
+        return [self.spad_bytes, self.tile_m, self.tile_n, self.tile_k, self.dma_bytes_per_cycle,
+                self.dma_setup_cycles]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvLayer:
+    """An NHWC conv (batch 1) with its int8 output stage, as the core sees it."""
+
+    ih: int
+    iw: int
+    ic: int
+    oh: int
+    ow: int
+    oc: int
+    kh: int
+    kw: int
+    stride_h: int
+    stride_w: int
+    pad_top: int
+    pad_left: int
+    input_zp: int
+    output_zp: int
+    act_min: int
+    act_max: int
+
+    @property
+    def gemm(self):
+        """(rows, channels, depth) of its im2col GEMM."""
+        return self.oh * self.ow, self.oc, self.kh * self.kw * self.ic
+
+    def lower_bound(self, dtype: str = "int8") -> int:
+        """Host bytes any schedule moves at least: each input element some window reads, each
+        weight and each output once."""
+        rows, channels, depth = self.gemm
+        read = (positions_read(self.ih, self.oh, self.stride_h, self.kh, self.pad_top)
+                * positions_read(self.iw, self.ow, self.stride_w, self.kw, self.pad_left) * self.ic)
+        return OPERAND_BYTES[dtype] * (read + depth * channels + rows * channels)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A loop order and where the operand tiles live, with what it moves.
+
+    * ``stream``: for m, n: for k: load the A and the B tile (nothing reused);
+    * ``rows``: for m: the row panel of A (all its depth tiles) stays; for n, k: load B tiles;
+    * ``columns``: for n: the column panel of B stays; for m, k: load A tiles;
+    * ``weights``: every B tile loaded once, before the loops; for m: the row panel of A stays.
+    """
+
+    order: str
+    dtype: str
+    partitions: Dict[str, int]  # bytes of the A, B and accumulator partitions
+    a_tiles: int  # tiles moved
+    b_tiles: int
+    tile_bytes: Dict[str, int]
+
+    @property
+    def bases(self) -> Dict[str, int]:
+        return {"acc": 0, "a": self.partitions["acc"], "b": self.partitions["acc"] + self.partitions["a"]}
+
+    @property
+    def dma_in_bytes(self) -> int:
+        """Scratchpad bytes the DMA fills (tiles, padding included)."""
+        return self.a_tiles * self.tile_bytes["a"] + self.b_tiles * self.tile_bytes["b"]
+
+    def describe(self) -> str:
+        return (f"order {self.order}: {self.a_tiles} A tiles, {self.b_tiles} B tiles, {self.dma_in_bytes} bytes in; "
+                f"partitions A {self.partitions['a']}, B {self.partitions['b']}, accumulator {self.partitions['acc']} bytes")
+
+
+class Unfit(Exception):
+    """The layer's tiles do not fit the scratchpad in any order."""
+
+
+def plans(layer: "ConvLayer", core: Core, dtype: str = "int8") -> List[Plan]:
+    """Every order with what it moves and the partitions it needs (fitting or not)."""
+    rows, channels, depth = layer.gemm
+    mo, no, ko = -(-rows // core.tile_m), -(-channels // core.tile_n), -(-depth // core.tile_k)
+    tile = core.tile_bytes(dtype)
+    # order: (A tiles held, B tiles held, A tiles moved, B tiles moved)
+    options = {"stream": (1, 1, mo * no * ko, mo * no * ko), "rows": (ko, 1, mo * ko, mo * no * ko),
+               "columns": (1, ko, mo * no * ko, no * ko), "weights": (ko, no * ko, mo * ko, no * ko)}
+    return [Plan(order, dtype, {"a": a_held * tile["a"], "b": b_held * tile["b"], "acc": tile["acc"]}, a_moved,
+                 b_moved, tile) for order, (a_held, b_held, a_moved, b_moved) in options.items()]
+
+
+def plan_layer(layer: "ConvLayer", core: Core, dtype: str = "int8") -> Plan:
+    """The order moving the fewest bytes whose partitions fit the scratchpad (then the fewest
+    scratchpad bytes)."""
+    fitting = [p for p in plans(layer, core, dtype) if sum(p.partitions.values()) <= core.spad_bytes]
+    if not fitting:
+        tile = core.tile_bytes(dtype)
+        raise Unfit(f"one A, B and accumulator tile take {sum(tile.values())} bytes, the scratchpad holds "
+                    f"{core.spad_bytes}")
+    return min(fitting, key=lambda p: (p.dma_in_bytes, sum(p.partitions.values())))
+
+
+def register_memory(plan: Plan):
+    """Each partition's size for TVM's StorageRewrite (global functions: registered again
+    before each function is scheduled)."""
+    unit_bits = {"a": 8 * OPERAND_BYTES[plan.dtype], "b": 8 * OPERAND_BYTES[plan.dtype], "acc": 32}
+    for part, scope in SCOPES.items():
+        def info(bits=8 * plan.partitions[part], unit=unit_bits[part]):
+            return tvm.ir.make_node("MemoryInfo", unit_bits=unit, max_num_bits=bits, max_simd_bits=unit,
+                                    head_address=None)
+
+        tvm.register_func(f"tvm.info.mem.{scope}", info, override=True)
+
+
+def _address(plan: Plan, part: str, buffer: tir.Buffer, mask: int) -> tir.PrimExpr:
+    """Byte address of a scratchpad buffer (its offset in the partition is filled in by TVM)."""
+    size = 4 if part == "acc" else OPERAND_BYTES[plan.dtype]
+    return plan.bases[part] + buffer.access_ptr(mask, "int32") * size
+
+
+def register_intrinsics(core: Core, plan: Plan) -> Dict[str, str]:
+    """The core's two operations as tensor intrinsics for this tile shape and partition layout;
+    returns their names."""
+    m, n, k = core.tile_m, core.tile_n, core.tile_k
+    dtype = plan.dtype
+    acc_type = "int32" if dtype == "int8" else "float32"
+    zero = tir.const(0, acc_type)
+
+    def product(a, b):
+        return T.Cast(acc_type, a) * T.Cast(acc_type, b) if dtype == "int8" else a * b
+
+    @T.prim_func
+    def matmul_desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (m, k), dtype, offset_factor=1, scope=SCOPES["a"])
+        B = T.match_buffer(b, (k, n), dtype, offset_factor=1, scope=SCOPES["b"])
+        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=SCOPES["acc"])
+        with T.block("root"):
+            T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
+            T.writes(C[0:m, 0:n])
+            for i, j, r in T.grid(m, n, k):
+                with T.block("update"):
+                    vi, vj, vr = T.axis.remap("SSR", [i, j, r])
+                    C[vi, vj] = C[vi, vj] + product(A[vi, vr], B[vr, vj])
+
+    @T.prim_func
+    def matmul_impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (m, k), dtype, offset_factor=1, scope=SCOPES["a"])
+        B = T.match_buffer(b, (k, n), dtype, offset_factor=1, scope=SCOPES["b"])
+        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=SCOPES["acc"])
+        with T.block("root"):
+            T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
+            T.writes(C[0:m, 0:n])
+            T.evaluate(T.call_extern("int32", "chocolate_matmul", _address(plan, "a", A, READ),
+                                     _address(plan, "b", B, READ), _address(plan, "acc", C, READ | WRITE)))
+
+    @T.prim_func
+    def zero_desc(c: T.handle) -> None:
+        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=SCOPES["acc"])
+        with T.block("root"):
+            T.reads()
+            T.writes(C[0:m, 0:n])
+            for i, j in T.grid(m, n):
+                with T.block("init"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = zero
+
+    @T.prim_func
+    def zero_impl(c: T.handle) -> None:
+        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=SCOPES["acc"])
+        with T.block("root"):
+            T.reads()
+            T.writes(C[0:m, 0:n])
+            T.evaluate(T.call_extern("int32", "chocolate_zero", _address(plan, "acc", C, WRITE)))
+
+    layout = "_".join(str(plan.bases[p]) for p in ("acc", "a", "b"))
+    names = {"matmul": f"chocolate_matmul_{dtype}_{m}x{n}x{k}_at_{layout}", "zero": f"chocolate_zero_{acc_type}_{m}x{n}"}
+    tir.TensorIntrin.register(names["matmul"], matmul_desc, matmul_impl, override=True)
+    tir.TensorIntrin.register(names["zero"], zero_desc, zero_impl, override=True)
+    return names
+
+
+def gemm_compute(layer: ConvLayer, core: Core, shapes):
+    """The layer's TE over placeholders shaped as the function's buffers (input, weights
+    [depth][channels], channel table [3][channels], output [rows][channels]).  A and B are
+    tiled ([row tile][depth tile][tile_m][tile_k], [depth tile][column tile][tile_k][tile_n]),
+    so that every tile is contiguous wherever a panel of them is placed."""
+    rows, channels, depth = layer.gemm
+    tm, tn, tk = core.tile_m, core.tile_n, core.tile_k
+    mo, no, ko = -(-rows // tm), -(-channels // tn), -(-depth // tk)
+    data = te.placeholder(shapes["input"], "int8", name="input")
+    weights = te.placeholder(shapes["weights"], "int8", name="weights")
+    table = te.placeholder(shapes["table"], "int32", name="table")
+    batch = (0,) * (len(shapes["input"]) - 3)
+
+    def im2col(m, k):  # element (m, k) of the im2col matrix; the input zero point outside
+        y, x = m // layer.ow, m % layer.ow
+        ky, rest = k // (layer.kw * layer.ic), k % (layer.kw * layer.ic)
+        kx, c = rest // layer.ic, rest % layer.ic
+        iy, ix = y * layer.stride_h - layer.pad_top + ky, x * layer.stride_w - layer.pad_left + kx
+        inside = tir.all(m < rows, k < depth, iy >= 0, iy < layer.ih, ix >= 0, ix < layer.iw)
+        return tir.if_then_else(inside, data[(*batch, iy, ix, c)], tir.const(layer.input_zp, "int8"))
+
+    a = te.compute((mo, ko, tm, tk), lambda i, r, ii, rr: im2col(i * tm + ii, r * tk + rr), name="A")
+    b = te.compute((ko, no, tk, tn), lambda r, j, rr, jj: tir.if_then_else(
+        tir.all(r * tk + rr < depth, j * tn + jj < channels), weights[r * tk + rr, j * tn + jj],
+        tir.const(0, "int8")), name="B")
+    r = te.reduce_axis((0, ko * tk), name="k")
+    c = te.compute((mo * tm, no * tn), lambda m, n: te.sum(
+        a[m // tm, r // tk, m % tm, r % tk].astype("int32") * b[r // tk, n // tn, r % tk, n % tn].astype("int32"),
+        axis=r), name="C")
+    # Stands for the core's output stage (chocolate_store replaces it): reads C and the table.
+    out = te.compute((rows, channels), lambda m, n: (c[m, n] + table[0, n]).astype("int8"), name="output")
+    return [data, weights, table, out]
+
+
+def _extern(name: str, *args) -> tir.Stmt:
+    return status_checked(tir.call_extern("int32", name, *args), "status")
+
+
+def _tile_region(region: tir.BufferRegion, name: str) -> tir.MatchBufferRegion:
+    """A buffer matching one tile of a scratchpad buffer, so its offset follows TVM's compaction."""
+    buf = region.buffer
+    shape = [r.extent for r in region.region]
+    tile = tir.decl_buffer(shape, buf.dtype, name, elem_offset=tir.Var(f"{name}_offset", "int32"),
+                           scope=buf.scope(), offset_factor=1)
+    return tir.MatchBufferRegion(tile, region)
+
+
+def schedule(layer: ConvLayer, core: Core, plan: Plan, tensors, names) -> tir.PrimFunc:
+    """The scheduled PrimFunc of ``tensors`` (the function's buffers in its parameter order)."""
+    sch = tir.Schedule(te.create_prim_func(tensors))
+    c_block = sch.get_block("C")
+    m, n, k = sch.get_loops(c_block)
+    m_tile, m_in = sch.split(m, [None, core.tile_m])
+    n_tile, n_in = sch.split(n, [None, core.tile_n])
+    k_tile, k_in = sch.split(k, [None, core.tile_k])
+    outer = (n_tile, m_tile) if plan.order == "columns" else (m_tile, n_tile)
+    sch.reorder(*outer, k_tile, m_in, n_in, k_in)
+    sch.reverse_compute_at(sch.get_block("output"), outer[1])
+    for block, part in (("A", "a"), ("B", "b"), ("C", "acc")):
+        sch.set_scope(sch.get_block(block), 0, SCOPES[part])
+    # Where each operand's tiles are loaded: under the depth loop (one tile), under the row or
+    # column loop (a panel, reused across the other), or before the loops (all of them).
+    at = {"stream": (k_tile, k_tile), "rows": (m_tile, k_tile), "columns": (k_tile, n_tile),
+          "weights": (m_tile, None)}[plan.order]
+    for block, loop in zip(("A", "B"), at):
+        if loop is not None:
+            sch.compute_at(sch.get_block(block), loop)
+        sch.blockize(sch.get_loops(sch.get_block(block))[-2])  # one block per tile: one DMA call
+    init = sch.decompose_reduction(c_block, k_tile)
+    sch.tensorize(sch.get_loops(init)[-2], names["zero"])
+    sch.tensorize(m_in, names["matmul"])
+    func = sch.mod["main"]
+    return func.with_body(_lower_transfers(func.body, layer, core, plan))
+
+
+def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan) -> tir.Stmt:
+    """The A and B tile copies become DMA calls, the output stage the core's store, every call's
+    status is checked, and the layer begins with chocolate_begin and its configuration."""
+    host = {}
+
+    def collect(node):
+        if isinstance(node, (tir.BufferLoad, tir.BufferStore)):
+            host.setdefault(node.buffer.name, node.buffer)
+
+    def transfer(stmt):
+        block = stmt.block
+        write = block.writes[0]
+        part = "a" if block.name_hint == "A_o" else "b"
+        match = _tile_region(write, f"{part}_tile")
+        tiles = [r.min for r in write.region[:2]]  # (row, depth) or (depth, column) tile
+        sizes = (core.tile_m, core.tile_k) if part == "a" else (core.tile_k, core.tile_n)
+        origin = [t * size for t, size in zip(tiles, sizes)]
+        entry, source = ("chocolate_dma_im2col_s8", "input") if part == "a" else ("chocolate_dma_weights_s8", "weights")
+        call = _extern(entry, _address(plan, part, match.buffer, WRITE), host[source].data, *origin)
+        new = tir.Block(block.iter_vars, block.reads, block.writes, block.name_hint, call, match_buffers=[match])
+        return tir.BlockRealize(stmt.iter_values, stmt.predicate, new)
+
+    def rewrite(stmt):
+        if isinstance(stmt, tir.BlockRealize) and stmt.block.name_hint in ("A_o", "B_o"):
+            return transfer(stmt)
+        if isinstance(stmt, tir.Evaluate) and isinstance(stmt.value, tir.Call) and \
+                stmt.value.op.name == "tir.call_extern" and stmt.value.args[0].value.startswith("chocolate_"):
+            return status_checked(stmt.value, "status")
+        return None
+
+    def store(stmt):  # the outermost loop of the output stage's nest
+        return _store(stmt, core, plan) if _only_block(stmt) == "output" else None
+
+    tir.stmt_functor.post_order_visit(body, collect)
+    body = tir.stmt_functor.ir_transform(body, store, rewrite, ["tir.BlockRealize", "tir.For", "tir.Evaluate"])
+    rows, channels, depth = layer.gemm
+    setup = [_extern("chocolate_begin", *core.begin_args()),
+             _extern("chocolate_configure_s8", rows, channels, depth, layer.ih, layer.iw, layer.ic, layer.kh, layer.kw,
+                     layer.stride_h, layer.stride_w, layer.pad_top, layer.pad_left, layer.ow, layer.input_zp,
+                     host["table"].data, layer.output_zp, layer.act_min, layer.act_max)]
+    root = body.block
+    root = tir.Block(root.iter_vars, root.reads, root.writes, root.name_hint, tir.SeqStmt([*setup, root.body]),
+                     root.init, root.alloc_buffers, root.match_buffers, root.annotations)
+    return tir.BlockRealize(body.iter_values, body.predicate, root)
+
+
+def _only_block(loop: tir.For):
+    names = []
+    tir.stmt_functor.post_order_visit(loop, lambda n: names.append(n.name_hint) if isinstance(n, tir.Block) else None)
+    return names[0] if len(set(names)) == 1 else None
+
+
+def _store(loop: tir.For, core: Core, plan: Plan) -> tir.Stmt:
+    """The output stage's loop nest under a C tile -> one chocolate_store of that tile."""
+    realize = []
+    tir.stmt_functor.post_order_visit(loop, lambda n: realize.append(n) if isinstance(n, tir.BlockRealize) else None)
+    inner = {}
+    tir.stmt_functor.post_order_visit(
+        loop, lambda n: inner.update({n.loop_var: tir.const(0, n.loop_var.dtype)}) if isinstance(n, tir.For) else None)
+    origin = [tir.stmt_functor.substitute(v, inner) for v in realize[0].iter_values]
+    acc = realize[0].block.reads[0].buffer
+    region = tir.BufferRegion(acc, [tvm.ir.Range.from_min_extent(origin[0], core.tile_m),
+                                    tvm.ir.Range.from_min_extent(origin[1], core.tile_n)])
+    match = _tile_region(region, "acc_tile")
+    out = realize[0].block.writes[0].buffer
+    rows, channels = (int(s) for s in out.shape)
+    out_region = tir.BufferRegion(out, [
+        tvm.ir.Range.from_min_extent(origin[0], tir.min(core.tile_m, rows - origin[0])),
+        tvm.ir.Range.from_min_extent(origin[1], tir.min(core.tile_n, channels - origin[1]))])
+    call = _extern("chocolate_store_s8", out.data, _address(plan, "acc", match.buffer, READ), *origin)
+    return tir.BlockRealize([], tir.const(True, "bool"), tir.Block([], [region], [out_region], "store", call,
+                                                                    match_buffers=[match]))
