@@ -7,7 +7,11 @@ import re
 import numpy as np
 import pytest
 
-from conftest import VANILLA_EXT, mlf_sources, run_tvmc, tflite_reference, tvm_cpu_reference
+from conftest import (
+    MODELS, VANILLA_EXT, assert_close, mlf_sources, onnx_reference, onnxruntime_reference, run_tvmc, tflite_reference,
+    tvm_cpu_reference,
+)
+from make_input import random_inputs
 from model_zoo import fetch
 from test_qvanilla import qdq_model
 from test_strawberry_end_to_end import edited_mlf, run_program
@@ -67,6 +71,24 @@ def test_kws_dscnn_at_three_tile_sizes(tmp_path, monkeypatch):
     assert calls == sorted(calls, reverse=True) and len(set(calls)) == 3, "larger tiles, fewer core calls"
     framework = tflite_reference(model, inputs)
     assert all(g.shape == f.shape for g, f in zip(got, framework))
+
+
+@pytest.mark.real_model
+def test_kws_on_off_int8(tmp_path, monkeypatch):
+    """Keyword spotting on/off (int8 TFLite, residual blocks): 55 dense convs on the core, 24
+    depthwise on the CPU; bit-exact with TVM's CPU build."""
+    model = fetch("kws_on_off_int8")
+    out = tmp_path / "m.tar"
+    done = compile_chocolate(model, out, (8, 16, 8))
+    assert "[chocolate] offloaded: qnn.conv2d x55," in done.stdout, done.stdout
+    assert "qnn.conv2d: depthwise (not a matrix product; stays on the CPU) x24" in done.stdout
+    work = tmp_path / "run"
+    work.mkdir()
+    inputs = int8_inputs(build(out, work / "probe"), seed=6)
+    got, counters = run_with_counters(out, work, inputs, monkeypatch)
+    for g, e in zip(got, tvm_cpu_reference(model, inputs)):
+        assert g.dtype == e.dtype and np.array_equal(g, e), "not bit-exact with TVM's CPU build"
+    assert counters["layers"] == 55
 
 
 def test_ragged_qdq_conv_bit_exact(tmp_path, monkeypatch):
@@ -129,3 +151,45 @@ def test_bad_attributes_are_one_line(tmp_path, args, fragment):
                     fetch("kws_dscnn_int8"), *args, "-f", "mlf", "-o", tmp_path / "m.tar")
     assert done.returncode != 0 and fragment in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert not (tmp_path / "m.tar").exists()
+
+
+# Float networks: name, input shapes, framework reference, convs offloaded.
+FLOAT_NETWORKS = {
+    "mtcnn_pnet": ({"input_1": (1, 24, 24, 3)}, onnxruntime_reference, 5),
+    "kws_on_off_float32": ({"serving_default_input_1:0": (1, 98, 1, 104)}, tflite_reference, 55),  # 24 depthwise stay
+}
+
+
+def test_float_cnn_matches_onnx(tmp_path, monkeypatch):
+    """cnn.onnx (NCHW, converted to NHWC for the core): bias and ReLU in the store's output stage;
+    the dilated conv stays on the CPU."""
+    out = tmp_path / "cnn.tar"
+    done = compile_chocolate(MODELS / "cnn.onnx", out, (4, 8, 4))
+    assert "[chocolate] offloaded: nn.conv2d x3, nn.relu x3" in done.stdout, done.stdout
+    work = tmp_path / "run"
+    work.mkdir()
+    inputs = random_inputs(MODELS / "cnn.onnx", seed=5)
+    got, counters = run_with_counters(out, work, inputs, monkeypatch)
+    for g, e in zip(got, onnx_reference(MODELS / "cnn.onnx", inputs)):
+        assert_close(g, e, what="cnn.onnx on Chocolate vs onnx.reference")
+    assert counters["layers"] == 3 and counters["macs_useful"] < counters["macs_issued"]
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("name", list(FLOAT_NETWORKS))
+def test_float_real_network(tmp_path, monkeypatch, name):
+    shapes, framework_reference, convs = FLOAT_NETWORKS[name]
+    model = fetch(name)
+    out = tmp_path / "m.tar"
+    option = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in shapes.items())
+    done = compile_chocolate(model, out, (8, 8, 8), "--input-shapes", option)
+    assert f"[chocolate] offloaded: nn.conv2d x{convs}," in done.stdout, done.stdout
+    work = tmp_path / "run"
+    work.mkdir()
+    rng = np.random.default_rng(11)
+    inputs = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    got, counters = run_with_counters(out, work, inputs, monkeypatch)
+    for reference in (tvm_cpu_reference, framework_reference):
+        for i, (g, e) in enumerate(zip(got, reference(model, inputs))):
+            assert_close(g, e, what=f"{name} output {i} vs {reference.__name__}")
+    assert counters["layers"] == convs

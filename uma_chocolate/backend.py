@@ -1,13 +1,16 @@
-"""UMA backend for Chocolate: int8 convs decomposed onto a small matrix core."""
+"""UMA backend for Chocolate: int8 and float convs decomposed onto a small matrix core."""
 from tvm import relay, tir
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
-from tvm_extension.uma.layout import offload_layout_pass
+from tvm_extension.uma.fold import fold_batch_norm_pass
+from tvm_extension.uma.layout import fold_weights_pass, offload_layout_pass
 
 from .codegen import gen_includes
 from .passes import prepare_core_conv, tiling_pass
-from .patterns import chain_problem, core_problem, qconv2d_pattern
+from .patterns import (
+    chain_problem, conv2d_alone_pattern, conv2d_pattern, core_problem, float_chain_problem, qconv2d_pattern,
+)
 from .schedule import Core
 
 ATTRIBUTES = {"tile_m": 8, "tile_n": 8, "tile_k": 8, "scratchpad_bytes": 65536, "dma_bytes_per_cycle": 8,
@@ -25,10 +28,20 @@ class ChocolateBackend(UMABackend):
         super().__init__(merge_compiler_regions=False)
         for name, default in ATTRIBUTES.items():
             self._register_target_attr(name, default=default)
+        # Float: weights as constants, batch norm folded into the conv, explicit pads into the
+        # conv (the DMA pads on the way in).  int8 ONNX QDQ: the integer chain.
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, fold_weights_pass(name="ChocolateFoldWeights"))
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, fold_batch_norm_pass())
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, relay.transform.FoldExplicitPadding())
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, relay.transform.FakeQuantizationToInteger())
+        # ONNX arrives NCHW: the im2col view is NHWC's, weights HWIO (the B matrix).
         accepts = lambda conv: core_problem(conv) is None
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, offload_layout_pass(accepts, "NHWC", "HWIO"))
         self._register_pattern("qconv2d", qconv2d_pattern(), lambda root: chain_problem(root) is None)
+        takes_float = lambda root: float_chain_problem(root) is None
+        self._register_pattern("conv2d", conv2d_pattern(), takes_float)
+        self._register_pattern("conv2d_bias", conv2d_pattern(activation=False), takes_float)
+        self._register_pattern("conv2d_alone", conv2d_alone_pattern(), takes_float)
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, prepare_core_conv)
         self._register_tir_pass(PassPhase.TIR_PHASE_0, tiling_pass(self))
         self._register_tir_pass(PassPhase.TIR_PHASE_3, tir.transform.LowerDeviceStorageAccessInfo())
@@ -46,7 +59,7 @@ class ChocolateBackend(UMABackend):
         if not all(1 <= t <= 256 for t in tiles):
             raise ConfigError(f"target 'chocolate': tile sizes {'x'.join(map(str, tiles))} must be in [1, 256]")
         core = Core(*tiles, values["scratchpad_bytes"], values["dma_bytes_per_cycle"], values["dma_setup_cycles"])
-        need = sum(core.tile_bytes("int8").values())
+        need = sum(core.tile_bytes("float32").values())
         if core.spad_bytes % 4 or not need <= core.spad_bytes <= 1 << 30:
             raise ConfigError(f"target 'chocolate': scratchpad_bytes {core.spad_bytes} must be a multiple of 4 holding "
                               f"one A, B and accumulator tile ({need} bytes)")
@@ -55,8 +68,8 @@ class ChocolateBackend(UMABackend):
         return core
 
     def rejection_reason(self, call):
-        """Why a qnn.conv2d stays on the CPU; shown in the offload report."""
-        return core_problem(call) if call.op.name == "qnn.conv2d" else None
+        """Why a conv stays on the CPU; shown in the offload report."""
+        return core_problem(call) if call.op.name in ("qnn.conv2d", "nn.conv2d") else None
 
     @property
     def target_name(self):

@@ -1,6 +1,6 @@
 """Chocolate's figures per model and tile size.
 
-    python -m uma_chocolate.benchmark                          # the int8 networks of the tests
+    python -m uma_chocolate.benchmark                          # the int8 networks of the tests, cnn.onnx
     python -m uma_chocolate.benchmark model.tflite --tiles 4x4x4 16x16x16 --plot util.png
 
 For each model and core tile: compiles with TVM's own tvmc (``--target chocolate``), builds the
@@ -64,7 +64,8 @@ def measure(path: Path, tile: str, work: Path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("models", nargs="*", default=ZOO, help=f"a model file or a model-zoo name ({', '.join(ZOO)})")
+    parser.add_argument("models", nargs="*", default=[*ZOO, str(ROOT / "examples" / "models" / "cnn.onnx")],
+                        help=f"a model file or a model-zoo name ({', '.join(ZOO)})")
     parser.add_argument("--tiles", nargs="+", default=DEFAULT_TILES, help="core tiles MxNxK")
     parser.add_argument("--plot", type=Path, help="also draw utilisation and DMA bytes against the tile (PNG)")
     args = parser.parse_args(argv)

@@ -34,6 +34,7 @@ from tvm_extension.uma import status_checked
 from uma_strawberry.tiling import positions_read
 
 SCOPES = {"a": "global.chocolate_a", "b": "global.chocolate_b", "acc": "global.chocolate_acc"}
+SUFFIX = {"int8": "_s8", "float32": "_f32"}  # the C entries taking host tensors of that type
 OPERAND_BYTES = {"int8": 1, "float32": 4}
 READ, WRITE = 1, 2
 
@@ -62,7 +63,7 @@ class Core:
 
 @dataclasses.dataclass(frozen=True)
 class ConvLayer:
-    """An NHWC conv (batch 1) with its int8 output stage, as the core sees it."""
+    """An NHWC conv (batch 1) with its output stage, as the core sees it."""
 
     ih: int
     iw: int
@@ -76,23 +77,36 @@ class ConvLayer:
     stride_w: int
     pad_top: int
     pad_left: int
-    input_zp: int
-    output_zp: int
-    act_min: int
-    act_max: int
+    input_zp: int = 0  # int8's output stage
+    output_zp: int = 0
+    act_min: int = -128
+    act_max: int = 127
+    dtype: str = "int8"
+    lo: float = -float("inf")  # float's clamp
+    hi: float = float("inf")
+
+    @classmethod
+    def from_attrs(cls, attrs) -> "ConvLayer":
+        """From the function attribute the Relay pass wrote (strings, integers)."""
+        values = {}
+        for field in dataclasses.fields(cls):
+            if field.name in attrs:
+                values[field.name] = field.type(str(attrs[field.name])) if field.type in (str, float) else \
+                    int(attrs[field.name])
+        return cls(**values)
 
     @property
     def gemm(self):
         """(rows, channels, depth) of its im2col GEMM."""
         return self.oh * self.ow, self.oc, self.kh * self.kw * self.ic
 
-    def lower_bound(self, dtype: str = "int8") -> int:
+    def lower_bound(self) -> int:
         """Host bytes any schedule moves at least: each input element some window reads, each
         weight and each output once."""
         rows, channels, depth = self.gemm
         read = (positions_read(self.ih, self.oh, self.stride_h, self.kh, self.pad_top)
                 * positions_read(self.iw, self.ow, self.stride_w, self.kw, self.pad_left) * self.ic)
-        return OPERAND_BYTES[dtype] * (read + depth * channels + rows * channels)
+        return OPERAND_BYTES[self.dtype] * (read + depth * channels + rows * channels)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,9 +254,11 @@ def gemm_compute(layer: ConvLayer, core: Core, shapes):
     rows, channels, depth = layer.gemm
     tm, tn, tk = core.tile_m, core.tile_n, core.tile_k
     mo, no, ko = -(-rows // tm), -(-channels // tn), -(-depth // tk)
-    data = te.placeholder(shapes["input"], "int8", name="input")
-    weights = te.placeholder(shapes["weights"], "int8", name="weights")
-    table = te.placeholder(shapes["table"], "int32", name="table")
+    dtype, acc = layer.dtype, "int32" if layer.dtype == "int8" else "float32"
+    data = te.placeholder(shapes["input"], dtype, name="input")
+    weights = te.placeholder(shapes["weights"], dtype, name="weights")
+    table = te.placeholder(shapes["table"], acc, name="table")
+    pad = tir.const(layer.input_zp if dtype == "int8" else 0, dtype)
     batch = (0,) * (len(shapes["input"]) - 3)
 
     def im2col(m, k):  # element (m, k) of the im2col matrix; the input zero point outside
@@ -251,18 +267,18 @@ def gemm_compute(layer: ConvLayer, core: Core, shapes):
         kx, c = rest // layer.ic, rest % layer.ic
         iy, ix = y * layer.stride_h - layer.pad_top + ky, x * layer.stride_w - layer.pad_left + kx
         inside = tir.all(m < rows, k < depth, iy >= 0, iy < layer.ih, ix >= 0, ix < layer.iw)
-        return tir.if_then_else(inside, data[(*batch, iy, ix, c)], tir.const(layer.input_zp, "int8"))
+        return tir.if_then_else(inside, data[(*batch, iy, ix, c)], pad)
 
     a = te.compute((mo, ko, tm, tk), lambda i, r, ii, rr: im2col(i * tm + ii, r * tk + rr), name="A")
     b = te.compute((ko, no, tk, tn), lambda r, j, rr, jj: tir.if_then_else(
         tir.all(r * tk + rr < depth, j * tn + jj < channels), weights[r * tk + rr, j * tn + jj],
-        tir.const(0, "int8")), name="B")
+        tir.const(0, dtype)), name="B")
     r = te.reduce_axis((0, ko * tk), name="k")
     c = te.compute((mo * tm, no * tn), lambda m, n: te.sum(
-        a[m // tm, r // tk, m % tm, r % tk].astype("int32") * b[r // tk, n // tn, r % tk, n % tn].astype("int32"),
+        a[m // tm, r // tk, m % tm, r % tk].astype(acc) * b[r // tk, n // tn, r % tk, n % tn].astype(acc),
         axis=r), name="C")
     # Stands for the core's output stage (chocolate_store replaces it): reads C and the table.
-    out = te.compute((rows, channels), lambda m, n: (c[m, n] + table[0, n]).astype("int8"), name="output")
+    out = te.compute((rows, channels), lambda m, n: (c[m, n] + table[0, n]).astype(dtype), name="output")
     return [data, weights, table, out]
 
 
@@ -324,7 +340,8 @@ def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan) -
         tiles = [r.min for r in write.region[:2]]  # (row, depth) or (depth, column) tile
         sizes = (core.tile_m, core.tile_k) if part == "a" else (core.tile_k, core.tile_n)
         origin = [t * size for t, size in zip(tiles, sizes)]
-        entry, source = ("chocolate_dma_im2col_s8", "input") if part == "a" else ("chocolate_dma_weights_s8", "weights")
+        entry, source = ("chocolate_dma_im2col", "input") if part == "a" else ("chocolate_dma_weights", "weights")
+        entry += SUFFIX[plan.dtype]
         call = _extern(entry, _address(plan, part, match.buffer, WRITE), host[source].data, *origin)
         new = tir.Block(block.iter_vars, block.reads, block.writes, block.name_hint, call, match_buffers=[match])
         return tir.BlockRealize(stmt.iter_values, stmt.predicate, new)
@@ -342,11 +359,15 @@ def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan) -
 
     tir.stmt_functor.post_order_visit(body, collect)
     body = tir.stmt_functor.ir_transform(body, store, rewrite, ["tir.BlockRealize", "tir.For", "tir.Evaluate"])
-    rows, channels, depth = layer.gemm
-    setup = [_extern("chocolate_begin", *core.begin_args()),
-             _extern("chocolate_configure_s8", rows, channels, depth, layer.ih, layer.iw, layer.ic, layer.kh, layer.kw,
-                     layer.stride_h, layer.stride_w, layer.pad_top, layer.pad_left, layer.ow, layer.input_zp,
-                     host["table"].data, layer.output_zp, layer.act_min, layer.act_max)]
+    geometry = (*layer.gemm, layer.ih, layer.iw, layer.ic, layer.kh, layer.kw, layer.stride_h, layer.stride_w,
+                layer.pad_top, layer.pad_left, layer.ow)
+    if layer.dtype == "int8":
+        configure = _extern("chocolate_configure_s8", *geometry, layer.input_zp, host["table"].data, layer.output_zp,
+                            layer.act_min, layer.act_max)
+    else:  # infinite bounds as FLT_MAX: C99 has no portable literal for infinity in generated code
+        lo, hi = (tir.const(max(min(v, 3.4028234e38), -3.4028234e38), "float32") for v in (layer.lo, layer.hi))
+        configure = _extern("chocolate_configure_f32", *geometry, host["table"].data, lo, hi)
+    setup = [_extern("chocolate_begin", *core.begin_args()), configure]
     root = body.block
     root = tir.Block(root.iter_vars, root.reads, root.writes, root.name_hint, tir.SeqStmt([*setup, root.body]),
                      root.init, root.alloc_buffers, root.match_buffers, root.annotations)
@@ -376,6 +397,6 @@ def _store(loop: tir.For, core: Core, plan: Plan) -> tir.Stmt:
     out_region = tir.BufferRegion(out, [
         tvm.ir.Range.from_min_extent(origin[0], tir.min(core.tile_m, rows - origin[0])),
         tvm.ir.Range.from_min_extent(origin[1], tir.min(core.tile_n, channels - origin[1]))])
-    call = _extern("chocolate_store_s8", out.data, _address(plan, "acc", match.buffer, READ), *origin)
+    call = _extern("chocolate_store" + SUFFIX[plan.dtype], out.data, _address(plan, "acc", match.buffer, READ), *origin)
     return tir.BlockRealize([], tir.const(True, "bool"), tir.Block([], [region], [out_region], "store", call,
                                                                     match_buffers=[match]))
