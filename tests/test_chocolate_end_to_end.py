@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import (
-    MODELS, VANILLA_EXT, assert_close, mlf_sources, onnx_reference, onnxruntime_reference, run_tvmc, tflite_reference,
+    MODELS, VANILLA_EXT, assert_close, assert_one_line_error, mlf_sources, onnx_reference, onnxruntime_reference, run_tvmc, tflite_reference,
     tvm_cpu_reference,
 )
 from make_input import random_inputs
@@ -142,14 +142,22 @@ def test_a_deleted_transfer_fails_loudly(tmp_path, victim, operand):
                      done.stderr), done.stderr
 
 
+def test_help_lists_the_attributes():
+    done = run_tvmc("compile", "--help", "--experimental-tvm-extension", VANILLA_EXT)
+    assert done.returncode == 0, done.stderr
+    for attr in ("tile_m", "tile_n", "tile_k", "scratchpad_bytes", "dma_bytes_per_cycle", "dma_setup_cycles"):
+        assert f"--target-chocolate-{attr}" in done.stdout, attr
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["--target-chocolate-tile_m=0"], "tile sizes 0x8x8 must be in [1, 256]"),
+    (["--target-chocolate-tile_k=x"], "attribute 'tile_k' expects an integer, got 'x'"),
     (["--target-chocolate-scratchpad_bytes=100"], "scratchpad_bytes 100 must be a multiple of 4 holding"),
 ])
 def test_bad_attributes_are_one_line(tmp_path, args, fragment):
     done = run_tvmc("compile", "--target", "chocolate", "--experimental-tvm-extension", VANILLA_EXT,
                     fetch("kws_dscnn_int8"), *args, "-f", "mlf", "-o", tmp_path / "m.tar")
-    assert done.returncode != 0 and fragment in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert_one_line_error(done, "chocolate", fragment)
     assert not (tmp_path / "m.tar").exists()
 
 

@@ -1,4 +1,5 @@
 """UMA backend for Chocolate: int8 and float convs decomposed onto a small matrix core."""
+import tvm
 from tvm import relay, tir
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
@@ -28,6 +29,7 @@ class ChocolateBackend(UMABackend):
         super().__init__(merge_compiler_regions=False)
         for name, default in ATTRIBUTES.items():
             self._register_target_attr(name, default=default)
+        self._register_relay_pass(PassPhase.PRE_PARTITIONING, self._validate_config())
         # Float: weights as constants, batch norm folded into the conv, explicit pads into the
         # conv (the DMA pads on the way in).  int8 ONNX QDQ: the integer chain.
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, fold_weights_pass(name="ChocolateFoldWeights"))
@@ -66,6 +68,16 @@ class ChocolateBackend(UMABackend):
         if core.dma_bytes_per_cycle < 1 or core.dma_setup_cycles < 0:
             raise ConfigError("target 'chocolate': dma_bytes_per_cycle must be >= 1 and dma_setup_cycles >= 0")
         return core
+
+    def _validate_config(self):
+        """Before partitioning: the target attributes must describe a chip (one line otherwise)."""
+
+        @tvm.transform.module_pass(opt_level=0, name="ChocolateValidateConfig")
+        def validate(mod, _ctx):
+            self.core()
+            return mod
+
+        return validate
 
     def rejection_reason(self, call):
         """Why a conv stays on the CPU; shown in the offload report."""

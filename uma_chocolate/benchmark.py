@@ -2,6 +2,7 @@
 
     python -m uma_chocolate.benchmark                          # the int8 networks of the tests, cnn.onnx
     python -m uma_chocolate.benchmark model.tflite --tiles 4x4x4 16x16x16 --plot util.png
+    python -m uma_chocolate.benchmark --scratchpad 2048       # too small to keep panels: tiles reloaded
 
 For each model and core tile: compiles with TVM's own tvmc (``--target chocolate``), builds the
 MLF with gcc, runs it once with the hardware model's counters on (``CHOCOLATE_REPORT``) and
@@ -38,11 +39,12 @@ def resolve(spec: str):
     return Path(spec).name, Path(spec)
 
 
-def measure(path: Path, tile: str, work: Path):
+def measure(path: Path, tile: str, spad: int, work: Path):
     m, n, k = tile.split("x")
     out = work / f"{tile}.tar"
     command = [sys.executable, "-m", "tvm.driver.tvmc", "compile", "--target", "chocolate",
                f"--target-chocolate-tile_m={m}", f"--target-chocolate-tile_n={n}", f"--target-chocolate-tile_k={k}",
+               f"--target-chocolate-scratchpad_bytes={spad}",
                "--experimental-tvm-extension", str(EXTENSION), str(path), "-f", "mlf", "-o", str(out), "-v"]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -67,6 +69,8 @@ def main(argv=None):
     parser.add_argument("models", nargs="*", default=[*ZOO, str(ROOT / "examples" / "models" / "cnn.onnx")],
                         help=f"a model file or a model-zoo name ({', '.join(ZOO)})")
     parser.add_argument("--tiles", nargs="+", default=DEFAULT_TILES, help="core tiles MxNxK")
+    parser.add_argument("--scratchpad", type=int, default=65536, help="scratchpad bytes (a small one: loop orders "
+                        "that reload tiles)")
     parser.add_argument("--plot", type=Path, help="also draw utilisation and DMA bytes against the tile (PNG)")
     args = parser.parse_args(argv)
     header = (f"{'model':<18} {'tile':>8} {'layers':>6} {'core calls':>10} {'configure':>9} {'util':>6} "
@@ -79,7 +83,7 @@ def main(argv=None):
         label, path = resolve(spec)
         with tempfile.TemporaryDirectory() as tmp:
             for tile in args.tiles:
-                bound, c = measure(path, tile, Path(tmp))
+                bound, c = measure(path, tile, args.scratchpad, Path(tmp))
                 moved = c["dma_in_bytes"] + c["dma_out_bytes"]
                 util = c["macs_useful"] / c["macs_issued"]
                 dma, core = c["dma_cycles"], c["core_cycles"]
