@@ -9,7 +9,8 @@ Nothing in TVM's files changes; the functions TVMC looks up at call time are wra
 * ``model.export_model_library_format``: MLF export without native microTVM;
 * ``runner.run_module``: ``tvmc run --device cpu`` of an MLF builds and runs it on the host;
 * ``te_compiler.libinfo``: cached (compile speed);
-* ``frontends.OnnxFrontend.load``: QLinearConv imported as QDQ (``onnx_qlinear``).
+* ``frontends.OnnxFrontend.load``: QLinearConv imported as QDQ (``onnx_qlinear``);
+* ``frontends.TFLiteFrontend.load``: ``--tflite-exact`` (``tflite_exact``).
 """
 import functools
 import logging
@@ -19,7 +20,7 @@ from tvm_extension import api, uma
 from tvm_extension.api import stages
 from tvm_extension.mlf.export import export_model_library_format
 
-from . import arguments, onnx_qlinear, registry
+from . import arguments, onnx_qlinear, registry, tflite_exact
 
 _installed = False
 
@@ -89,6 +90,7 @@ def install(tvmc):
     from tvm.driver.tvmc import frontends
 
     onnx_qlinear.install(frontends)
+    tflite_exact.install(frontends, tvmc.TVMCException)
     main.register_parser(_extend_parsers)
     main._main = _two_phase_main(main._main, builtin, tvmc)
 
@@ -161,6 +163,7 @@ def _extend_parsers(subparsers, main_parser, config_values):
     for parser in [main_parser] + [p for n, p in subparsers.choices.items() if n in ("compile", "tune")]:
         parser.add_argument(*arguments.EXTENSION_FLAGS, metavar="PATH", action="append", help=help_text)
     compile_parser = subparsers.choices["compile"]
+    compile_parser.add_argument(tflite_exact.FLAG, action="store_true", help=tflite_exact.HELP)
     arguments.defer_defaults(compile_parser, config_values)
     compile_parser.set_defaults(func=_drive_compile(compile_parser.get_default("func")))
 
@@ -176,7 +179,7 @@ def _drive_compile(original):
             raise TVMCException(str(err)) from None
         if applied:
             stages.logger.info("embedded defaults for %s: %s", args.target, ", ".join(applied))
-        with stages.stage("compiling"):
+        with stages.stage("compiling"), tflite_exact.enabled(getattr(args, "tflite_exact", False)):
             return original(args)
 
     return drive_compile

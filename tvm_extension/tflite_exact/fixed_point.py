@@ -1,0 +1,78 @@
+"""TFLite's integer arithmetic (tensorflow/lite/kernels/internal/common.h, gemmlowp), as Relay.
+
+TFLite requantizes an int32 accumulator in two roundings:
+
+    MultiplyByQuantizedMultiplier(x, M, shift)
+      = RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x * 2^max(shift, 0), M), max(-shift, 0))
+
+with ``M * 2^(shift - 31)`` the real multiplier, its significand rounded half away from zero
+(``QuantizeMultiplier``, from a double).  TVM's qnn.requantize rounds once; these builders
+compute TFLite's result exactly, in int64 Relay arithmetic (Relay's integer ``divide``
+truncates toward zero and ``right_shift`` is arithmetic, as in C).
+"""
+import math
+from typing import Tuple
+
+import numpy as np
+from tvm import relay
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def quantize_multiplier(real: float) -> Tuple[int, int]:
+    """TFLite's QuantizeMultiplier: (M, shift) with real == M * 2^(shift - 31), M in [2^30, 2^31)."""
+    if real == 0.0:
+        return 0, 0
+    significand, shift = math.frexp(real)
+    q = int(math.floor(abs(significand) * (1 << 31) + 0.5)) * (1 if significand > 0 else -1)  # std::round
+    if abs(q) == 1 << 31:
+        q //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    return q, shift
+
+
+def _i64(values) -> relay.Constant:
+    return relay.const(np.asarray(values, np.int64), "int64")  # relay.const alone narrows int64 to int32
+
+
+def materialized(expr):
+    """A fusion barrier: the value is computed once into a buffer.  These expressions use each
+    intermediate value several times; fused, TVM inlines them into a tree that doubles at every
+    step (its simplifier then runs for many minutes on a network's worth of them)."""
+    return relay.annotation.stop_fusion(expr)
+
+
+def saturating_rounding_doubling_high_mul(a, b):
+    """(a * b + nudge) / 2^31 truncated, nudge = 2^30 or 1 - 2^30 by the product's sign; a, b int64
+    expressions of int32 values (TFLite's saturation case, a == b == INT32_MIN, needs M = -2^31,
+    which QuantizeMultiplier never gives)."""
+    product = materialized(relay.multiply(a, b))
+    nudge = relay.where(relay.greater_equal(product, _i64(0)), _i64(1 << 30), _i64(1 - (1 << 30)))
+    return materialized(relay.divide(relay.add(product, nudge), _i64(1 << 31)))
+
+
+def rounding_divide_by_pot(x, exponent: np.ndarray):
+    """x / 2^exponent rounded half away from zero (gemmlowp), per element of ``exponent`` (>= 0)."""
+    mask = _i64((np.int64(1) << exponent) - 1)
+    remainder = relay.bitwise_and(x, mask)
+    threshold = relay.add(relay.right_shift(mask, _i64(1)), relay.cast(relay.less(x, _i64(0)), "int64"))
+    shifted = relay.right_shift(x, _i64(exponent))
+    return materialized(relay.add(shifted, relay.cast(relay.greater(remainder, threshold), "int64")))
+
+
+def multiply_by_quantized_multiplier(x, multipliers: np.ndarray, shifts: np.ndarray):
+    """TFLite's MultiplyByQuantizedMultiplier on an int64 expression of int32 values, per element
+    of the broadcastable ``multipliers``/``shifts`` arrays."""
+    left = np.maximum(shifts, 0).astype(np.int64)
+    right = np.maximum(-shifts, 0).astype(np.int64)
+    if left.any():
+        x = relay.multiply(x, _i64(np.int64(1) << left))  # TFLite: x * (1 << left_shift), in int32
+        x = wrap_int32(x)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, _i64(multipliers)), right)
+
+
+def wrap_int32(x):
+    """An int64 expression taken modulo 2^32 into int32's range, as int32 arithmetic wraps."""
+    return relay.cast(relay.cast(x, "int32"), "int64")

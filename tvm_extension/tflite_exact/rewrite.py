@@ -1,0 +1,216 @@
+"""The Relay rewrite: what TVM's TFLite frontend imports, made to compute what TFLite's
+reference kernels compute (``BUILTIN_REF``), bit for bit.
+
+| TFLite op | TVM's import | rewritten as |
+| --- | --- | --- |
+| CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED | qnn.conv2d/dense -> bias -> qnn.requantize (one rounding, float32 scale product) | the same accumulation, then TFLite's two roundings with its multipliers (double arithmetic) |
+| ADD | qnn.add (each input requantized to the output scale) | TFLite's: inputs shifted left 20 bits at twice the larger input scale, requantized, added, requantized |
+| AVERAGE_POOL_2D | int32 avg_pool2d (truncates) | the window sum rounded half away from zero, divided by the count of valid elements |
+| QUANTIZE (float input) | qnn.quantize | round half away from zero of x / scale (float32 division, as TFLite) |
+| SOFTMAX (int8) | dequantize -> softmax -> quantize | gemmlowp's fixed point (``softmax.py``) |
+
+Everything else that is quantized (MAX_POOL, RESHAPE, DEQUANTIZE, the fused activations'
+clip) already computes what TFLite does; operators neither listed nor known to be exact are
+reported, one line per operator type (``make_exact``).
+"""
+import collections
+
+import numpy as np
+import tvm
+from tvm import relay
+from tvm.relay.expr_functor import ExprMutator
+
+from .fixed_point import multiply_by_quantized_multiplier, quantize_multiplier
+from .softmax import exact_softmax
+
+# Quantized operators whose results equal TFLite's reference kernels as TVM imports them.
+EXACT_AS_IMPORTED = {
+    "qnn.conv2d", "qnn.dense", "nn.bias_add", "clip", "reshape", "nn.max_pool2d", "qnn.dequantize", "squeeze",
+    "expand_dims", "transpose", "nn.pad", "strided_slice", "nn.batch_flatten", "split", "concatenate",
+}
+
+
+def _values(const) -> np.ndarray:
+    return np.asarray(const.data.numpy()).reshape(-1)
+
+
+def _scalar(const):
+    return _values(const)[0].item()
+
+
+def _is(expr, *names) -> bool:
+    return isinstance(expr, relay.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name in names
+
+
+def _accumulator_source(expr):
+    """The qnn.conv2d / qnn.dense a requantize reads, through its bias add, or None."""
+    if _is(expr, "nn.bias_add", "add"):
+        expr = expr.args[0] if _is(expr.args[0], "qnn.conv2d", "qnn.dense") else expr.args[1]
+    return expr if _is(expr, "qnn.conv2d", "qnn.dense") else None
+
+
+def _requantize_to(x64, multipliers, shifts, zero_point: int, dtype: str):
+    info = np.iinfo(dtype)
+    out = relay.add(multiply_by_quantized_multiplier(x64, multipliers, shifts), relay.const(int(zero_point), "int64"))
+    return relay.cast(relay.clip(out, int(info.min), int(info.max)), dtype)
+
+
+class Rewrite(ExprMutator):
+    def __init__(self):
+        super().__init__()
+        self.exact = collections.Counter()
+
+    def visit_call(self, call):
+        new = super().visit_call(call)
+        if not isinstance(new.op, tvm.ir.Op):
+            return new
+        name = new.op.name
+        handler = {"qnn.requantize": self._requantize, "qnn.add": self._add, "cast": self._average_pool,
+                   "qnn.quantize": self._quantize}.get(name)
+        result = handler(new, call) if handler else None  # types from the original call
+        if result is not None:
+            result, label = result if isinstance(result, tuple) else (result, name)
+            self.exact[label] += 1
+            # A fusion barrier: without it TVM fuses chains of these int64 expressions into
+            # functions it takes too long to build (measured: a 79-conv network did not finish).
+            return relay.annotation.stop_fusion(result)
+        return new
+
+    # CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED
+    def _requantize(self, new, call):
+        source = _accumulator_source(call.args[0])
+        if source is None:
+            return None
+        input_scale, weight_scales = _scalar(source.args[4]), _values(source.args[5])
+        output_scale, output_zp = _scalar(call.args[3]), int(_scalar(call.args[4]))
+        if source.op.name == "qnn.dense":  # TFLite: the scale product in float32, then double
+            reals = [float(np.float32(input_scale) * np.float32(s)) / float(output_scale) for s in weight_scales]
+        else:
+            reals = [float(input_scale) * float(s) / float(output_scale) for s in weight_scales]
+        pairs = [quantize_multiplier(r) for r in reals]
+        multipliers, shifts = (np.array([p[i] for p in pairs], np.int64) for i in (0, 1))
+        rank = len(call.checked_type.shape)
+        axis = int(call.attrs.axis) % rank
+        if multipliers.size > 1:  # per channel along ``axis``
+            shape = [1] * rank
+            shape[axis] = multipliers.size
+            multipliers, shifts = multipliers.reshape(shape), shifts.reshape(shape)
+        x64 = relay.cast(new.args[0], "int64")
+        return _requantize_to(x64, multipliers, shifts, output_zp, call.attrs.out_dtype)
+
+    # ADD
+    def _add(self, new, call):
+        _, _, lhs_scale, lhs_zp, rhs_scale, rhs_zp, out_scale, out_zp = call.args
+        lhs, rhs = new.args[:2]
+        s1, s2, so = (np.float32(_scalar(c)) for c in (lhs_scale, rhs_scale, out_scale))
+        twice_max = float(2 * max(s1, s2))
+        left_shift = 20
+        m1, sh1 = quantize_multiplier(float(s1) / twice_max)
+        m2, sh2 = quantize_multiplier(float(s2) / twice_max)
+        mo, sho = quantize_multiplier(twice_max / float(np.float32((1 << left_shift) * so)))
+
+        def scaled(x, zp, m, sh):
+            shifted = relay.multiply(relay.subtract(relay.cast(x, "int64"), relay.const(int(_scalar(zp)), "int64")),
+                                     relay.const(int(1 << left_shift), "int64"))
+            return multiply_by_quantized_multiplier(shifted, np.int64(m), np.int64(sh))
+
+        raw_sum = relay.add(scaled(lhs, lhs_zp, m1, sh1), scaled(rhs, rhs_zp, m2, sh2))
+        dtype = call.checked_type.dtype
+        return _requantize_to(raw_sum, np.int64(mo), np.int64(sho), int(_scalar(out_zp)), dtype)
+
+    # AVERAGE_POOL_2D: cast(avg_pool2d(cast(x, int32)), int8)
+    def _average_pool(self, new, call):
+        pool = call.args[0]
+        if not (_is(pool, "nn.avg_pool2d") and _is(pool.args[0], "cast") and
+                call.attrs.dtype in ("int8", "uint8") and pool.attrs.layout == "NHWC"):
+            return None
+        attrs = pool.attrs
+        x = pool.args[0]
+        data_type = x.checked_type
+        _, h, w, c = (int(d) for d in data_type.shape)
+        kh, kw = (int(k) for k in attrs.pool_size)
+        if [int(d) for d in attrs.dilation] != [1, 1] or attrs.ceil_mode:
+            return None
+        common = dict(strides=attrs.strides, padding=attrs.padding, data_layout="NHWC")
+        window_sum = relay.nn.conv2d(new.args[0].args[0], relay.const(np.ones((kh, kw, c, 1), np.int32)),
+                                     groups=c, channels=c, kernel_size=(kh, kw), out_dtype="int32", kernel_layout="HWOI",
+                                     **common)
+        # Elements of each window inside the image (TFLite divides by those only), from the shapes.
+        ones = relay.const(np.ones((1, h, w, 1), np.float32))
+        counts_expr = relay.nn.conv2d(ones, relay.const(np.ones((kh, kw, 1, 1), np.float32)), kernel_size=(kh, kw),
+                                      kernel_layout="HWIO", **common)
+        counts = _evaluate(counts_expr).astype(np.int64)
+        total = relay.cast(window_sum, "int64")
+        half = relay.const(counts // 2, "int64")
+        rounded = relay.where(relay.greater(total, relay.const(int(0), "int64")), relay.add(total, half),
+                              relay.subtract(total, half))
+        average = relay.divide(rounded, relay.const(counts, "int64"))
+        info = np.iinfo(call.attrs.dtype)
+        return relay.cast(relay.clip(average, int(info.min), int(info.max)), call.attrs.dtype), "nn.avg_pool2d"
+
+    # QUANTIZE from float
+    def _quantize(self, new, call):
+        _, scale, zero_point = call.args[:3]
+        x = call.args[0]
+        if call.args[0].checked_type.dtype != "float32" or _values(scale).size != 1:
+            return None
+        if _is(x, "nn.softmax") and _is(x.args[0], "qnn.dequantize"):
+            softmax = self._softmax(new, call)
+            if softmax is not None:
+                return softmax, "nn.softmax"
+        ratio = relay.cast(relay.divide(new.args[0], relay.const(np.float32(_scalar(scale)))), "float64")
+        half = relay.const(0.5, "float64")  # std::round: half away from zero (C codegen has no fabs)
+        rounded = relay.where(relay.greater_equal(ratio, relay.const(0.0, "float64")),
+                              relay.floor(relay.add(ratio, half)), relay.ceil(relay.subtract(ratio, half)))
+        dtype = call.attrs.out_dtype
+        info = np.iinfo(dtype)
+        value = relay.add(relay.cast(rounded, "int64"), relay.const(int(_scalar(zero_point)), "int64"))
+        return relay.cast(relay.clip(value, int(info.min), int(info.max)), dtype)
+
+    @staticmethod
+    def _softmax(new, call):
+        """quantize(softmax(dequantize(x int8)), 1/256, -128) -> TFLite's int8 softmax (beta 1)."""
+        dequantize = call.args[0].args[0]
+        softmax = call.args[0]
+        ok = (dequantize.args[0].checked_type.dtype == "int8" and call.attrs.out_dtype == "int8" and
+              _scalar(call.args[1]) == 1.0 / 256 and int(_scalar(call.args[2])) == -128 and
+              int(softmax.attrs.axis) in (-1, len(softmax.checked_type.shape) - 1))
+        if not ok:
+            return None
+        return exact_softmax(new.args[0].args[0].args[0], float(np.float32(_scalar(dequantize.args[1]))))
+
+
+def _evaluate(expr) -> np.ndarray:
+    """A constant expression's value, folded by TVM."""
+    folded = relay.transform.FoldConstant()(tvm.IRModule.from_expr(relay.Function([], expr)))
+    return folded["main"].body.data.numpy()
+
+
+def _left_inexact(body) -> collections.Counter:
+    """Quantized operators the rewrite left as TVM computes them (those on int8 data or between
+    a dequantize and a quantize that are not known to match TFLite)."""
+    left = collections.Counter()
+
+    def visit(node):
+        if not (isinstance(node, relay.Call) and isinstance(node.op, tvm.ir.Op)):
+            return
+        name = node.op.name
+        if name.startswith("qnn.") and name not in EXACT_AS_IMPORTED:
+            left[name] += 1
+        elif name in ("nn.avg_pool2d", "nn.softmax", "mean", "sigmoid", "tanh", "nn.log_softmax") and \
+                any(_is(a, "cast", "qnn.dequantize") for a in node.args):
+            left[name] += 1
+
+    relay.analysis.post_order_visit(body, visit)
+    return left
+
+
+def make_exact(mod: tvm.IRModule):
+    """(rewritten module, Counter of operators made exact, Counter of quantized operators left
+    as TVM computes them)."""
+    mod = relay.transform.InferType()(mod)
+    rewrite = Rewrite()
+    func = mod["main"]
+    body = rewrite.visit(func.body)
+    mod["main"] = relay.Function(func.params, body, func.ret_type, func.type_params, func.attrs)
+    return relay.transform.InferType()(mod), rewrite.exact, _left_inexact(body)

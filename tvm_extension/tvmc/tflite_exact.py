@@ -1,0 +1,58 @@
+"""``tvmc compile --tflite-exact``: TFLite models imported so that they compute exactly what
+TFLite's reference kernels compute (``tvm_extension.tflite_exact``), with one report line
+per operator type made exact and per operator type left as TVM computes it."""
+import contextlib
+import functools
+
+from tvm_extension.tflite_exact import make_exact
+
+FLAG = "--tflite-exact"
+HELP = ("int8 TFLite models: compute exactly what TFLite's reference kernels compute (its double "
+        "rounding, ADD, AVERAGE_POOL_2D, QUANTIZE and SOFTMAX arithmetic); operators it cannot make "
+        "exact are listed")
+
+_enabled = [False]
+
+
+@contextlib.contextmanager
+def enabled(on: bool):
+    _enabled[0] = on
+    try:
+        yield
+    finally:
+        _enabled[0] = False
+
+
+def _counts(counter) -> str:
+    return ", ".join(f"{name} x{count}" for name, count in sorted(counter.items()))
+
+
+def install(frontends, exception_type):
+    """Wrap TVMC's TFLite import; other formats with the flag are a one-line error."""
+    original = frontends.TFLiteFrontend.load
+
+    @functools.wraps(original)
+    def load(self, path, shape_dict=None, **kwargs):
+        mod, params = original(self, path, shape_dict, **kwargs)
+        if _enabled[0]:
+            mod, exact, left = make_exact(mod)
+            print(f"[tflite-exact] made exact: {_counts(exact) or 'nothing (no quantized operator found)'}")
+            for name, count in sorted(left.items()):
+                print(f"[tflite-exact] not exact: {name} x{count} (computed as TVM does)")
+        return mod, params
+
+    frontends.TFLiteFrontend.load = load
+    for name in ("OnnxFrontend", "KerasFrontend", "TensorflowFrontend", "PyTorchFrontend", "PaddleFrontend"):
+        frontend = getattr(frontends, name, None)
+        if frontend is not None:
+            frontend.load = _refuse(frontend.load, exception_type)
+
+
+def _refuse(original, exception_type):
+    @functools.wraps(original)
+    def load(self, *args, **kwargs):
+        if _enabled[0]:
+            raise exception_type(f"{FLAG} applies to TFLite models only (this is a {self.name()} model)")
+        return original(self, *args, **kwargs)
+
+    return load
