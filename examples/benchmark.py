@@ -1,13 +1,17 @@
 """Side-by-side figures: a model compiled for the extension's backend versus plain TVM's C build and the frameworks.
 
-    python examples/benchmark.py [MODEL ...] [--compile-repeat N] [--runs N] [--skip-int8]
+    python examples/benchmark.py [MODEL ...] [--compile-repeat N] [--runs N] [--skip-int8] [--cflags FLAGS]
 
 Float networks (the conv-heavy example network and real models of examples/model_zoo.py) are
 compiled for Vanilla, int8 networks for QVanilla, each also with plain TVM (``--target c``);
 both go through TVM's own tvmc to an AOT MLF (same executor, runtime and pass options), are
-built with the same gcc flags and run on the same input. Beside them, on that input, run what
-a user would pick instead (examples/bench_references.py): TFLite's interpreter with XNNPACK and
-with builtin kernels only for a .tflite model, ONNX Runtime for an .onnx model. One thread each.
+built with the same gcc flags and run on the same input. ``--cflags "-march=native"`` adds flags
+to every C source of both builds: gcc gets them for all of each MLF's C, and the extension's
+kernel library also through its backend's ``cflags`` target attribute if it registers one (as a
+user would pass them: ``--target-vanilla_accelerator-cflags=-march=native``). Beside them, on
+that input, run what a user would pick instead (examples/bench_references.py): TFLite's
+interpreter with XNNPACK and with builtin kernels only for a .tflite model, ONNX Runtime for an
+.onnx model. One thread each.
 
 * compile wall time of ``tvmc compile`` (median of --compile-repeat runs, interleaved);
 * the host program's code size (``size``: text) and the MLF's workspace and constants;
@@ -18,9 +22,12 @@ with builtin kernels only for a .tflite model, ONNX Runtime for an .onnx model. 
 This is a benchmark, not a test: it prints ratios measured in one run on one machine.
 """
 import argparse
+import functools
 import json
 import os
 import platform
+import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -61,12 +68,27 @@ BUILDS = {
 KINDS = {"float": ("vanilla", FLOAT_MODELS), "int8": ("qvanilla", INT8_MODELS)}  # kind: extension build, models
 PLAIN = "TVM C"
 BATCH_SECONDS = 0.2
+BASE_CFLAGS = ["-O2"]  # gcc flags of every host build, before --cflags
 
 
-def compile_once(kind, model, shapes, out):
+@functools.lru_cache(maxsize=None)
+def cflags_options() -> frozenset:
+    """The ``--target-NAME-cflags`` options tvmc accepts with the extensions loaded."""
+    done = subprocess.run([str(TVMC), "compile", "--experimental-tvm-extension", str(EXT), "--help"],
+                          capture_output=True, text=True)
+    return frozenset(re.findall(r"--target-\w+-cflags", done.stdout))
+
+
+def target_cflags(kind, cflags: List[str]) -> List[str]:
+    """tvmc options giving ``cflags`` to the kernel library of ``kind``'s backend, if it takes them."""
+    option = f"--target-{BUILDS[kind][1]}-cflags"
+    return [f"{option}={' '.join(cflags)}"] if cflags and option in cflags_options() else []
+
+
+def compile_once(kind, model, shapes, out, cflags: List[str]):
     shape_text = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in shapes.items())
-    command = [str(TVMC), "compile", *BUILDS[kind], *EMBEDDED, "--input-shapes", shape_text,
-               str(model), "-f", "mlf", "-o", str(out)]
+    command = [str(TVMC), "compile", *BUILDS[kind], *target_cflags(kind, cflags), *EMBEDDED,
+               "--input-shapes", shape_text, str(model), "-f", "mlf", "-o", str(out)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -87,6 +109,13 @@ def memory(mlf):
     (module,) = metadata["modules"].values()
     main = module["memory"]["functions"]["main"][0]
     return int(main["workspace_size_bytes"]), int(main.get("constants_size_bytes", 0))
+
+
+def source_flags(mlf) -> Dict[str, str]:
+    """Extra flags the MLF asks for per C source (``codegen/host/src/NAME.cflags``, by ``NAME.c``)."""
+    with tarfile.open(mlf) as archive:
+        return {Path(member.name).with_suffix(".c").name: archive.extractfile(member).read().decode().strip()
+                for member in archive.getmembers() if member.name.endswith(".cflags")}
 
 
 def model_path(name):
@@ -138,13 +167,14 @@ def max_difference(ours: List[np.ndarray], theirs: List[np.ndarray]):
     return max(float(np.max(np.abs(a.astype(np.float64).ravel() - b.astype(np.float64).ravel()))) for a, b in zip(ours, theirs))
 
 
-def measure(name, ext, compile_repeat, runs, work):
+def measure(name, ext, compile_repeat, runs, work, cflags):
     shapes, model = MODELS[name], model_path(name)
     times = {kind: [] for kind in (ext, "plain")}
     for _ in range(compile_repeat):
         for kind in times:
-            times[kind].append(compile_once(kind, model, shapes, work / f"{name}-{kind}.tar"))
-    programs = {kind: build(work / f"{name}-{kind}.tar", work / f"{name}-{kind}") for kind in times}
+            times[kind].append(compile_once(kind, model, shapes, work / f"{name}-{kind}.tar", cflags))
+    gcc_flags = BASE_CFLAGS + cflags
+    programs = {kind: build(work / f"{name}-{kind}.tar", work / f"{name}-{kind}", cflags=gcc_flags) for kind in times}
     inputs = make_inputs(programs["plain"], shapes)
     runners = {ext: host_runner(programs[ext], inputs), PLAIN: host_runner(programs["plain"], inputs),
                **refs.references(model, inputs)}
@@ -158,6 +188,7 @@ def measure(name, ext, compile_repeat, runs, work):
         notes={label: runner.note for label, runner in runners.items()},
         diff_plain=max_difference(runners[ext].outputs, runners[PLAIN].outputs),
         diff_framework=max_difference(runners[ext].outputs, runners[framework].outputs),
+        flags={kind: source_flags(work / f"{name}-{kind}.tar") for kind in times},
     )
 
 
@@ -165,7 +196,22 @@ def ratio(ours, theirs, digits=1):
     return f"{ours:.{digits}f} / {theirs:.{digits}f} = " + (f"{ours / theirs:.2f}x" if theirs else "n/a")
 
 
-def print_table(kind, names, compile_repeat, runs, work):
+def flags_line(ext, cflags, flags):
+    """What gcc got in each build: ``flags`` maps build -> C source -> its extra flags from the MLF."""
+    gcc = " ".join(BASE_CFLAGS + cflags)
+    described = []
+    for kind, label in ((ext, ext), ("plain", PLAIN)):
+        own = "; ".join(f"{source} also {extra} (the MLF's src/{Path(source).stem}.cflags)"
+                        for source, extra in sorted(flags[kind].items()))
+        described.append(f"{label}: gcc {gcc} for all C" + (f", {own}" if own else ""))
+    attribute = target_cflags(ext, cflags)
+    via = (f"; tvmc {ext} compile given {shlex.join(attribute)}" if attribute else
+           f"; {BUILDS[ext][1]} registers no cflags target attribute (its library gets the gcc flags above)"
+           if cflags else "")
+    return "compiler flags: " + "; ".join(described) + " (both also -std=c11 and section GC)" + via
+
+
+def print_table(kind, names, compile_repeat, runs, work, cflags):
     ext, _ = KINDS[kind]
     others = [PLAIN] + [label for label in ("TFLite XNNPACK", "TFLite builtin", "ONNX Runtime")
                         if any(label in refs.reference_labels(model_path(n)) for n in names)]
@@ -175,9 +221,12 @@ def print_table(kind, names, compile_repeat, runs, work):
     print(f"\n{kind} networks ({ext} = the extension's build; speed-up = runtime's ms / {ext}'s ms)\n")
     print("| " + " | ".join(header) + " |")
     print("|" + " --- |" * len(header), flush=True)
+    flags = {ext: {}, "plain": {}}
     for name in names:
-        row = measure(name, ext, compile_repeat, runs, work)
+        row = measure(name, ext, compile_repeat, runs, work, cflags)
         s, macs = row["seconds"], row["macs"]
+        for build_kind, per_source in row["flags"].items():
+            flags[build_kind].update(per_source)
 
         def speed(label):
             return f"{s[label] * 1e3:.3g} ms, {macs / s[label] / 1e9:.2f} GMAC/s"
@@ -193,12 +242,13 @@ def print_table(kind, names, compile_repeat, runs, work):
               if label in s else "–" for label in others),
         ]
         print("| " + " | ".join(cells) + " |", flush=True)
+    print(f"\n{flags_line(ext, cflags, flags)}", flush=True)
 
 
 QUANTIZED_TWINS = [("kws_on_off_int8", "kws_on_off_float32", {"serving_default_input_1:0": (1, 98, 1, 104)})]
 
 
-def int8_compile_ratios(repeat, work):
+def int8_compile_ratios(repeat, work, cflags):
     """Compile time of an int8 network versus its float32 twin, plain TVM and with the backends."""
     print("\n| int8 model | float twin | plain tvmc: int8 / float | with the extensions: qvanilla int8 / vanilla float |")
     print("| --- | --- | --- | --- |", flush=True)
@@ -206,24 +256,34 @@ def int8_compile_ratios(repeat, work):
         int8_model, float_model = fetch(int8_name), fetch(float_name)
         times = {key: [] for key in ("plain8", "plain32", "ext8", "ext32")}
         for _ in range(repeat):
-            times["plain8"].append(compile_once("plain", int8_model, shapes, work / "p8.tar"))
-            times["plain32"].append(compile_once("plain", float_model, shapes, work / "p32.tar"))
-            times["ext8"].append(compile_once("qvanilla", int8_model, shapes, work / "e8.tar"))
-            times["ext32"].append(compile_once("vanilla", float_model, shapes, work / "e32.tar"))
+            times["plain8"].append(compile_once("plain", int8_model, shapes, work / "p8.tar", cflags))
+            times["plain32"].append(compile_once("plain", float_model, shapes, work / "p32.tar", cflags))
+            times["ext8"].append(compile_once("qvanilla", int8_model, shapes, work / "e8.tar", cflags))
+            times["ext32"].append(compile_once("vanilla", float_model, shapes, work / "e32.tar", cflags))
         t = {k: statistics.median(v) for k, v in times.items()}
         print(f"| {int8_name} | {float_name} | {ratio(t['plain8'], t['plain32'])} | {ratio(t['ext8'], t['ext32'])} |",
               flush=True)
 
 
-def machine_line(runs, compile_repeat):
+def machine_line(runs, compile_repeat, cflags):
     cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
                 if l.startswith("model name")), platform.processor())
     gcc = subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip() or "?"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"machine: {cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, load {load:.2f} at start; "
-            f"TVM's C built with gcc {gcc} -O2; one thread each (TFLite num_threads=1, ONNX Runtime 1 intra-op and "
-            f"1 inter-op thread, sequential; {refs.versions()}); one input per model; times: median of {runs} "
-            f"interleaved rounds of ~{BATCH_SECONDS} s batches, compile: median of {compile_repeat}")
+            f"C built with gcc {gcc} {' '.join(BASE_CFLAGS + cflags)}; one thread each (TFLite num_threads=1, "
+            f"ONNX Runtime 1 intra-op and 1 inter-op thread, sequential; {refs.versions()}); one input per model; "
+            f"times: median of {runs} interleaved rounds of ~{BATCH_SECONDS} s batches, compile: median of {compile_repeat}")
+
+
+def glued_cflags(argv: List[str]) -> List[str]:
+    """``--cflags -march=native`` as ``--cflags=-march=native``: argparse takes no value starting with -."""
+    glued = list(argv)
+    for i, arg in enumerate(glued[:-1]):
+        if arg == "--cflags":
+            glued[i:i + 2] = [f"--cflags={glued[i + 1]}"]
+            break
+    return glued
 
 
 def main():
@@ -234,7 +294,12 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="interleaved timing rounds (default 5)")
     parser.add_argument("--skip-int8", action="store_true",
                         help="leave out the int8/float compile-time table, and the int8 networks unless named")
-    args = parser.parse_args()
+    parser.add_argument("--cflags", default="", metavar="FLAGS",
+                        help=f"extra gcc flags for all C of both builds, after {' '.join(BASE_CFLAGS)} "
+                             "(e.g. \"-march=native\"); the kernel library also gets them through its backend's "
+                             "cflags target attribute")
+    args = parser.parse_args(glued_cflags(sys.argv[1:]))
+    cflags = shlex.split(args.cflags)
     unknown = [name for name in args.models if name not in MODELS]
     if unknown or args.runs < 1 or args.compile_repeat < 1:
         sys.exit(f"error: unknown model {', '.join(unknown)} (known: {', '.join(MODELS)})" if unknown
@@ -243,14 +308,14 @@ def main():
     try:
         for name in selected:
             refs.require(model_path(name))
-        print(machine_line(args.runs, args.compile_repeat), flush=True)
+        print(machine_line(args.runs, args.compile_repeat, cflags), flush=True)
         with tempfile.TemporaryDirectory(prefix="bench-") as work:
             for kind, (_, models) in KINDS.items():
                 names = [name for name in selected if name in models]
                 if names:
-                    print_table(kind, names, args.compile_repeat, args.runs, Path(work))
+                    print_table(kind, names, args.compile_repeat, args.runs, Path(work), cflags)
             if not args.skip_int8:
-                int8_compile_ratios(args.compile_repeat, Path(work))
+                int8_compile_ratios(args.compile_repeat, Path(work), cflags)
     except (ModelFetchError, HostBuildError, refs.ReferenceError) as err:
         sys.exit(f"error: {err}")
 
