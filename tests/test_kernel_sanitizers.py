@@ -724,6 +724,11 @@ def qconv_cases():
         # the longest windows of the fast path (4096 entries, two per tile), and longer ones (direct loops)
         (2, 4, 512, 5, 2, 4, (1, 1), (0, 1), (1, 2), (9, -1, 2), (-128, 127), dict(shifts=[-12])),
         (4, 3, 520, 6, 3, 3, (2, 1), (1, 1), (1, 1), (-9, 1, -2), (-128, 127), dict(shifts=[-13, 2])),
+        # 1x1 kernels over runs of contiguous pixels (ic a multiple of 8), and where the padding
+        # interrupts the runs; channels beyond one chunk of 64 and a partial block of 16
+        (6, 9, 16, 21, 1, 1, (1, 1), (0, 0), (0, 0), (3, 0, -4), (-128, 127),
+         dict(shifts=[-9, -8, 0, -12], multipliers=[1 << 30, -(1 << 30) - 7, INT_MAX, INT_MIN, 3 << 28])),
+        (5, 7, 8, 70, 1, 1, (2, 1), (1, 2), (1, 1), (-5, 0, 7), (-20, 100), dict(shifts=[-10, -7, -1])),
     ], seed=9)
 
 
@@ -746,6 +751,12 @@ def qdepthwise_cases():
         (4, 80, 7, 7, 1, 65, (3, 1), (0, 40), (0, 30), (-3, 4, 9), (-128, 127), dict(shifts=[-10])),
         # the plain entry beyond its weight buffer (4096 int16): one channel at a time
         (3, 3, 3, 3, 65, 65, (1, 1), (62, 63), (2, 1), (-2, 7, 0), (-128, 127), dict(shifts=[-14])),
+        # weights in [-128, 127] (two taps at a time): more taps than a group, an odd last group,
+        # a tail of channels; single columns (pixels of several rows share an output stage)
+        (3, 70, 24, 24, 1, 67, (1, 1), (0, 33), (0, 33), (2, 0, -3), (-128, 127),
+         dict(shifts=[-11, -10], multipliers=[1 << 30, -(1 << 30) - 5, INT_MIN])),
+        (9, 1, 8, 8, 3, 1, (1, 1), (1, 0), (1, 0), (0, 0, 5), (-100, 120), dict(shifts=[-9, 0])),
+        (11, 1, 40, 40, 4, 1, (2, 1), (2, 0), (1, 0), (-128, 0, 127), (-128, 127), dict(shifts=[-8, -31, 30, -20])),
     ], seed=10)
 
 
@@ -754,6 +765,72 @@ def test_qvanilla_at_the_ends_of_every_range(drivers, kind):
     """Every entry (plain, struct, packed) equals the reference bit for bit."""
     cases = qconv_cases() if kind == "conv" else qdepthwise_cases()
     for (call, want), (status, arrays) in zip(cases, run_both(drivers, [c for c, _ in cases])):
+        assert status == Q["OK"], (call.op, call.ints)
+        assert np.array_equal(arrays[3], want), (call.op, call.ints)
+
+
+def output_changes(multiplier, shift, output_zp, act_min, act_max):
+    """The accumulators (int32) where the clamped output of a channel changes: for each of act_min,
+    act_max and their middle, the first s whose output is past it (binary search: the output is
+    monotonic in s), if there is one."""
+    def out(s):
+        return min(act_max, max(act_min, output_zp + exact_requantize(s, multiplier, shift)))
+
+    ends, rising = [], out(INT_MAX) > out(INT_MIN)
+    for level in {act_min, act_max, (act_min + act_max) // 2}:
+        past = (lambda s: out(s) > level) if rising else (lambda s: out(s) < level)
+        if not past(INT_MAX) or past(INT_MIN):
+            continue
+        lo, hi = INT_MIN, INT_MAX  # past(hi), not past(lo)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if past(mid) else (mid, hi)
+        ends.append(hi)
+    return ends
+
+
+@pytest.mark.parametrize("family", ["per-channel", "mixed", "extreme"])
+def test_qvanilla_output_stage_where_outputs_change(drivers, family):
+    """The vectorised output stage where the clamped outputs change: a 1x1 conv of one input
+    channel of weight 1 whose 256 pixels hold every int8 value, with biases that put each output
+    channel's accumulators around one of its changes (at act_min, act_max or in between), or
+    where the int32 accumulator wraps; the channels of a block with differing shifts and signs,
+    blocks where some channel cannot take the vectorised stage (finish()); dense (37 and 70
+    channels: a partial block, two chunks) and depthwise entries."""
+    rng = np.random.default_rng({"per-channel": 21, "mixed": 22, "extreme": 23}[family])
+    calls, expected = [], []
+    for oc, (input_zp, output_zp), (act_min, act_max) in [(37, (0, 0), (-128, 127)), (70, (-7, 12), (-3, 6)),
+                                                          (37, (100, -128), (-128, 127)), (37, (-128, 3), (0, 6))]:
+        if family == "per-channel":  # TFLite's: normalised multipliers, a layer's shifts
+            multipliers = rng.integers(1 << 30, 1 << 31, oc) * rng.choice([1, 1, 1, -1], oc)
+            shifts = rng.integers(-12, 1, oc)
+        elif family == "mixed":  # now and then a channel that does not qualify
+            odd = rng.random(oc) < 0.08
+            multipliers = np.where(odd, rng.integers(1, 1 << 12, oc), rng.integers(1 << 30, 1 << 31, oc))
+            shifts = np.where(odd, rng.integers(-31, 31, oc), rng.integers(-9, -5, oc))
+        else:
+            multipliers = rng.choice([0, 1, -1, INT_MIN, INT_MAX, 1 << 30, -(1 << 30), 3], oc)
+            shifts = rng.choice([-31, -20, -1, 0, 1, 30], oc)
+        biases = []
+        for m, s in zip(multipliers, shifts):
+            ends = output_changes(int(m), int(s), output_zp, act_min, act_max)
+            target = int(rng.choice(ends)) if ends and rng.random() < 0.9 else int(rng.integers(INT_MIN, INT_MAX))
+            if rng.random() < 0.05:
+                target = INT_MAX - 60  # the accumulators wrap around
+            biases.append(((target + input_zp + 2**31) % 2**32) - 2**31)  # s = bias + (x - input_zp) * 1
+        params = np.stack([biases, multipliers, shifts]).astype(np.int64).astype(np.int32)
+        q = dict(stride_h=1, stride_w=1, pad_top=0, pad_left=0, input_zp=input_zp, weight_zp=0, output_zp=output_zp,
+                 act_min=act_min, act_max=act_max)
+        sweep = np.arange(-128, 128).astype(np.int8).reshape(16, 16, 1)
+        dense_w = np.ones((1, 1, 1, oc), np.int8)
+        want = numpy_qconv(sweep, dense_w, params, 16, 16, q)
+        for entry in QDENSE:
+            calls.append(qcall(entry, sweep, dense_w, params, 16, 16, q))
+            expected.append(want)
+        for entry in QDEPTHWISE:
+            calls.append(qcall(entry, np.repeat(sweep, oc, axis=2), np.ones((1, 1, oc), np.int8), params, 16, 16, q))
+            expected.append(want)
+    for call, want, (status, arrays) in zip(calls, expected, run_both(drivers, calls)):
         assert status == Q["OK"], (call.op, call.ints)
         assert np.array_equal(arrays[3], want), (call.op, call.ints)
 
