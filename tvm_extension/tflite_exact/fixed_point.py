@@ -33,7 +33,7 @@ def quantize_multiplier(real: float) -> Tuple[int, int]:
     return q, shift
 
 
-def _i64(values) -> relay.Constant:
+def i64(values) -> relay.Constant:
     return relay.const(np.asarray(values, np.int64), "int64")  # relay.const alone narrows int64 to int32
 
 
@@ -49,16 +49,18 @@ def saturating_rounding_doubling_high_mul(a, b):
     expressions of int32 values (TFLite's saturation case, a == b == INT32_MIN, needs M = -2^31,
     which QuantizeMultiplier never gives)."""
     product = materialized(relay.multiply(a, b))
-    nudge = relay.where(relay.greater_equal(product, _i64(0)), _i64(1 << 30), _i64(1 - (1 << 30)))
-    return materialized(relay.divide(relay.add(product, nudge), _i64(1 << 31)))
+    nudge = relay.where(relay.greater_equal(product, i64(0)), i64(1 << 30), i64(1 - (1 << 30)))
+    return materialized(relay.divide(relay.add(product, nudge), i64(1 << 31)))
 
 
-def rounding_divide_by_pot(x, exponent: np.ndarray):
-    """x / 2^exponent rounded half away from zero (gemmlowp), per element of ``exponent`` (>= 0)."""
-    mask = _i64((np.int64(1) << exponent) - 1)
+def rounding_divide_by_pot(x, exponent):
+    """x / 2^exponent rounded half away from zero (gemmlowp); ``exponent`` (>= 0) an array
+    broadcast over x, or an int64 expression (a per-row exponent)."""
+    exponent = exponent if isinstance(exponent, relay.Expr) else i64(exponent)
+    mask = relay.subtract(relay.left_shift(i64(1), exponent), i64(1))
     remainder = relay.bitwise_and(x, mask)
-    threshold = relay.add(relay.right_shift(mask, _i64(1)), relay.cast(relay.less(x, _i64(0)), "int64"))
-    shifted = relay.right_shift(x, _i64(exponent))
+    threshold = relay.add(relay.right_shift(mask, i64(1)), relay.cast(relay.less(x, i64(0)), "int64"))
+    shifted = relay.right_shift(x, exponent)
     return materialized(relay.add(shifted, relay.cast(relay.greater(remainder, threshold), "int64")))
 
 
@@ -68,9 +70,9 @@ def multiply_by_quantized_multiplier(x, multipliers: np.ndarray, shifts: np.ndar
     left = np.maximum(shifts, 0).astype(np.int64)
     right = np.maximum(-shifts, 0).astype(np.int64)
     if left.any():
-        x = relay.multiply(x, _i64(np.int64(1) << left))  # TFLite: x * (1 << left_shift), in int32
+        x = relay.multiply(x, i64(np.int64(1) << left))  # TFLite: x * (1 << left_shift), in int32
         x = wrap_int32(x)
-    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, _i64(multipliers)), right)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, i64(multipliers)), right)
 
 
 def wrap_int32(x):

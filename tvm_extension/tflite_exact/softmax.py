@@ -10,7 +10,10 @@ import math
 import numpy as np
 from tvm import relay
 
-from .fixed_point import INT32_MAX, INT32_MIN, materialized, quantize_multiplier
+from .fixed_point import INT32_MAX, INT32_MIN, i64 as _c, materialized, quantize_multiplier
+from .fixed_point import rounding_divide_by_pot as _rdbpot
+from .fixed_point import saturating_rounding_doubling_high_mul as _srdhm
+from .fixed_point import wrap_int32 as _wrap32
 
 SCALED_DIFF_INTEGER_BITS = 5
 ACCUMULATION_INTEGER_BITS = 12
@@ -95,30 +98,8 @@ def tables(input_scale: float, beta: float = 1.0):
 
 
 # -- Relay -------------------------------------------------------------------------------------
-def _c(value):
-    return relay.const(int(value), "int64")
-
-
-def _srdhm(a, b):
-    product = materialized(relay.multiply(a, b))
-    nudge = relay.where(relay.greater_equal(product, _c(0)), _c(1 << 30), _c(1 - (1 << 30)))
-    return materialized(relay.divide(relay.add(product, nudge), _c(1 << 31)))
-
-
-def _rdbpot(x, exponent):
-    """Rounding divide by 2^exponent, exponent an int64 expression (per row)."""
-    mask = relay.subtract(relay.left_shift(_c(1), exponent), _c(1))
-    threshold = relay.add(relay.right_shift(mask, _c(1)), relay.cast(relay.less(x, _c(0)), "int64"))
-    rounded_up = relay.cast(relay.greater(relay.bitwise_and(x, mask), threshold), "int64")
-    return materialized(relay.add(relay.right_shift(x, exponent), rounded_up))
-
-
 def _saturating_shift_left(x, exponent: int):
     return relay.clip(relay.left_shift(x, _c(exponent)), INT32_MIN, INT32_MAX)
-
-
-def _wrap32(x):
-    return relay.cast(relay.cast(x, "int32"), "int64")
 
 
 def _one_over_one_plus_x(a):
