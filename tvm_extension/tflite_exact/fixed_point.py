@@ -33,6 +33,54 @@ def quantize_multiplier(real: float) -> Tuple[int, int]:
     return q, shift
 
 
+# -- on Python integers (int32 raw values): compile-time tables, and the references of tests -----
+def wrap(x: int) -> int:
+    return (x + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def srdhm(a: int, b: int) -> int:
+    """gemmlowp's SaturatingRoundingDoublingHighMul."""
+    if a == b == INT32_MIN:
+        return INT32_MAX
+    ab = a * b
+    nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
+    return _truncating_divide(ab + nudge, 1 << 31)
+
+
+def _truncating_divide(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def rdbpot(x: int, exponent: int) -> int:
+    """gemmlowp's RoundingDivideByPOT: x / 2^exponent, ties away from zero."""
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> exponent) + (1 if remainder > threshold else 0)
+
+
+def multiply_by_quantized_multiplier_int(x: int, multiplier: int, shift: int) -> int:
+    """TFLite's MultiplyByQuantizedMultiplier of one int32 value (its int32 left shift wraps)."""
+    left, right = max(shift, 0), max(-shift, 0)
+    return rdbpot(srdhm(wrap(x << left), multiplier), right)
+
+
+def tflite_multipliers(source, output_scale: float):
+    """(M, shift) int64 arrays, one entry per weight scale, of the requantization after TFLite's
+    CONV_2D / DEPTHWISE_CONV_2D (``source`` its qnn.conv2d: ``double(s_in) * double(s_w) /
+    double(s_out)``) or FULLY_CONNECTED (its qnn.dense: the scale product in float32 first)."""
+    input_scale = float(np.asarray(source.args[4].data.numpy()).reshape(-1)[0])
+    weight_scales = np.asarray(source.args[5].data.numpy(), np.float32).reshape(-1)
+    if source.op.name == "qnn.dense":
+        reals = [float(np.float32(input_scale) * s) / float(output_scale) for s in weight_scales]
+    else:
+        reals = [input_scale * float(s) / float(output_scale) for s in weight_scales]
+    pairs = [quantize_multiplier(r) for r in reals]
+    return tuple(np.array([p[i] for p in pairs], np.int64) for i in (0, 1))
+
+
+# -- as int64 Relay ----------------------------------------------------------------------------
 def i64(values) -> relay.Constant:
     return relay.const(np.asarray(values, np.int64), "int64")  # relay.const alone narrows int64 to int32
 

@@ -3,7 +3,7 @@ reference kernels compute (``BUILTIN_REF``), bit for bit.
 
 | TFLite op | TVM's import | rewritten as |
 | --- | --- | --- |
-| CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED | qnn.conv2d/dense -> bias -> qnn.requantize (one rounding, float32 scale product) | the same accumulation, then TFLite's two roundings with its multipliers (double arithmetic) |
+| CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED | qnn.conv2d/dense -> bias -> qnn.requantize (one rounding, float32 scale product) | the same, the requantize marked ``rounding="TFLITE"``: backends that offload the layer compute TFLite's two roundings with its multipliers (double arithmetic); on the CPU ``lower_tflite_rounding`` does, after partitioning |
 | ADD | qnn.add (each input requantized to the output scale) | TFLite's: inputs shifted left 20 bits at twice the larger input scale, requantized, added, requantized |
 | AVERAGE_POOL_2D | int32 avg_pool2d (truncates) | the window sum rounded half away from zero, divided by the count of valid elements |
 | QUANTIZE (float input) | qnn.quantize | round half away from zero of x / scale (float32 division, as TFLite) |
@@ -20,8 +20,13 @@ import tvm
 from tvm import relay
 from tvm.relay.expr_functor import ExprMutator
 
-from .fixed_point import multiply_by_quantized_multiplier, quantize_multiplier
+from .fixed_point import multiply_by_quantized_multiplier, quantize_multiplier, tflite_multipliers
 from .softmax import exact_softmax
+
+# The rounding attribute of a qnn.requantize that computes TFLite's MultiplyByQuantizedMultiplier
+# (two roundings, the multiplier from the conv's scales in double): TVM itself knows only UPWARD and
+# TONEAREST, so every one left on the CPU must go through ``lower_tflite_rounding`` before building.
+TFLITE = "TFLITE"
 
 # Quantized operators whose results equal TFLite's reference kernels as TVM imports them.
 EXACT_AS_IMPORTED = {
@@ -49,6 +54,12 @@ def _accumulator_source(expr):
     return expr if _is(expr, "qnn.conv2d", "qnn.dense") else None
 
 
+def _barrier(expr):
+    """A fusion barrier after each rewritten operator: without it TVM fuses chains of these int64
+    expressions into functions it takes too long to build (a 79-conv network did not finish)."""
+    return relay.annotation.stop_fusion(expr)
+
+
 def _requantize_to(x64, multipliers, shifts, zero_point: int, dtype: str):
     info = np.iinfo(dtype)
     out = relay.add(multiply_by_quantized_multiplier(x64, multipliers, shifts), relay.const(int(zero_point), "int64"))
@@ -68,35 +79,19 @@ class Rewrite(ExprMutator):
         handler = {"qnn.requantize": self._requantize, "qnn.add": self._add, "cast": self._average_pool,
                    "qnn.quantize": self._quantize}.get(name)
         result = handler(new, call) if handler else None  # types from the original call
-        if result is not None:
-            result, label = result if isinstance(result, tuple) else (result, name)
-            self.exact[label] += 1
-            # A fusion barrier: without it TVM fuses chains of these int64 expressions into
-            # functions it takes too long to build (measured: a 79-conv network did not finish).
-            return relay.annotation.stop_fusion(result)
-        return new
+        if result is None:
+            return new
+        result, label = result if isinstance(result, tuple) else (result, name)
+        self.exact[label] += 1
+        return result if name == "qnn.requantize" else _barrier(result)
 
-    # CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED
+    # CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: marked here (offloaded layers read the mark),
+    # computed by ``lower_tflite_rounding`` once partitioning has taken what backends offload.
     def _requantize(self, new, call):
-        source = _accumulator_source(call.args[0])
-        if source is None:
+        if _accumulator_source(call.args[0]) is None:
             return None
-        input_scale, weight_scales = _scalar(source.args[4]), _values(source.args[5])
-        output_scale, output_zp = _scalar(call.args[3]), int(_scalar(call.args[4]))
-        if source.op.name == "qnn.dense":  # TFLite: the scale product in float32, then double
-            reals = [float(np.float32(input_scale) * np.float32(s)) / float(output_scale) for s in weight_scales]
-        else:
-            reals = [float(input_scale) * float(s) / float(output_scale) for s in weight_scales]
-        pairs = [quantize_multiplier(r) for r in reals]
-        multipliers, shifts = (np.array([p[i] for p in pairs], np.int64) for i in (0, 1))
-        rank = len(call.checked_type.shape)
-        axis = int(call.attrs.axis) % rank
-        if multipliers.size > 1:  # per channel along ``axis``
-            shape = [1] * rank
-            shape[axis] = multipliers.size
-            multipliers, shifts = multipliers.reshape(shape), shifts.reshape(shape)
-        x64 = relay.cast(new.args[0], "int64")
-        return _requantize_to(x64, multipliers, shifts, output_zp, call.attrs.out_dtype)
+        attrs = call.attrs
+        return relay.qnn.op.requantize(*new.args, axis=int(attrs.axis), rounding=TFLITE, out_dtype=attrs.out_dtype)
 
     # ADD
     def _add(self, new, call):
@@ -195,6 +190,8 @@ def _left_inexact(body) -> collections.Counter:
         if not (isinstance(node, relay.Call) and isinstance(node.op, tvm.ir.Op)):
             return
         name = node.op.name
+        if name == "qnn.requantize" and str(node.attrs.rounding) == TFLITE:
+            return
         if name.startswith("qnn.") and name not in EXACT_AS_IMPORTED:
             left[name] += 1
         elif name in ("nn.avg_pool2d", "nn.softmax", "mean", "sigmoid", "tanh", "nn.log_softmax") and \
@@ -203,6 +200,43 @@ def _left_inexact(body) -> collections.Counter:
 
     relay.analysis.post_order_visit(body, visit)
     return left
+
+
+class _LowerRounding(ExprMutator):
+    def __init__(self):
+        super().__init__()
+        self.count, self.without_source = 0, 0
+
+    def visit_call(self, call):
+        new = super().visit_call(call)
+        if not (_is(call, "qnn.requantize") and str(call.attrs.rounding) == TFLITE):
+            return new
+        self.count += 1
+        output_scale = _scalar(call.args[3])
+        source = _accumulator_source(call.args[0])
+        if source is not None:
+            multipliers, shifts = tflite_multipliers(source, output_scale)
+        else:  # its conv went elsewhere: the requantize's own (float32) scale product
+            self.without_source += 1
+            pairs = [quantize_multiplier(float(s) / float(output_scale)) for s in _values(call.args[1])]
+            multipliers, shifts = (np.array([p[i] for p in pairs], np.int64) for i in (0, 1))
+        rank = len(call.checked_type.shape)
+        if multipliers.size > 1:  # per channel along ``axis``
+            shape = [1] * rank
+            shape[int(call.attrs.axis) % rank] = multipliers.size
+            multipliers, shifts = multipliers.reshape(shape), shifts.reshape(shape)
+        x64 = relay.cast(new.args[0], "int64")
+        return _barrier(_requantize_to(x64, multipliers, shifts, int(_scalar(call.args[4])), call.attrs.out_dtype))
+
+
+def lower_tflite_rounding(mod: tvm.IRModule):
+    """(module, lowered, of which without their conv's scales): every qnn.requantize of ``main``
+    marked ``rounding="TFLITE"`` as int64 Relay arithmetic (offloaded functions are the backends')."""
+    mod = relay.transform.InferType()(mod)
+    lower = _LowerRounding()
+    func = mod["main"]
+    mod["main"] = relay.Function(func.params, lower.visit(func.body), func.ret_type, func.type_params, func.attrs)
+    return relay.transform.InferType()(mod), lower.count, lower.without_source
 
 
 def make_exact(mod: tvm.IRModule):

@@ -11,6 +11,7 @@ import numpy as np
 from tvm import relay
 
 from .fixed_point import INT32_MAX, INT32_MIN, i64 as _c, materialized, quantize_multiplier
+from .fixed_point import rdbpot, srdhm, wrap as _wrap  # Python integers; rdbpot, srdhm re-exported
 from .fixed_point import rounding_divide_by_pot as _rdbpot
 from .fixed_point import saturating_rounding_doubling_high_mul as _srdhm
 from .fixed_point import wrap_int32 as _wrap32
@@ -20,30 +21,6 @@ ACCUMULATION_INTEGER_BITS = 12
 
 
 # -- gemmlowp on Python integers (int32 raw values) ------------------------------------------
-def _wrap(x: int) -> int:
-    return (x + (1 << 31)) % (1 << 32) - (1 << 31)
-
-
-def srdhm(a: int, b: int) -> int:
-    if a == b == INT32_MIN:
-        return INT32_MAX
-    ab = a * b
-    nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
-    return _trunc_div(ab + nudge, 1 << 31)
-
-
-def _trunc_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def rdbpot(x: int, exponent: int) -> int:
-    mask = (1 << exponent) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (1 if x < 0 else 0)
-    return (x >> exponent) + (1 if remainder > threshold else 0)
-
-
 def saturating_shift_left(x: int, exponent: int) -> int:
     return max(INT32_MIN, min(INT32_MAX, x << exponent))
 

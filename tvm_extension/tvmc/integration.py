@@ -10,7 +10,7 @@ Nothing in TVM's files changes; the functions TVMC looks up at call time are wra
 * ``runner.run_module``: ``tvmc run --device cpu`` of an MLF builds and runs it on the host;
 * ``te_compiler.libinfo``: cached (compile speed);
 * ``frontends.OnnxFrontend.load``: QLinearConv imported as QDQ (``onnx_qlinear``);
-* ``frontends.TFLiteFrontend.load``: ``--tflite-exact`` (``tflite_exact``).
+* ``frontends.TFLiteFrontend.load``, ``compiler.build``: ``--tflite-exact`` (``tflite_exact``).
 """
 import functools
 import logging
@@ -90,7 +90,7 @@ def install(tvmc):
     from tvm.driver.tvmc import frontends
 
     onnx_qlinear.install(frontends)
-    tflite_exact.install(frontends, tvmc.TVMCException)
+    tflite_exact.install(frontends, compiler, tvmc.TVMCException)
     main.register_parser(_extend_parsers)
     main._main = _two_phase_main(main._main, builtin, tvmc)
 

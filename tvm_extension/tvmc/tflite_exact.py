@@ -1,10 +1,12 @@
 """``tvmc compile --tflite-exact``: TFLite models imported so that they compute exactly what
 TFLite's reference kernels compute (``tvm_extension.tflite_exact``), with one report line
-per operator type made exact and per operator type left as TVM computes it."""
+per operator type made exact and per operator type left as TVM computes it.  Requantizes are
+marked at import and computed after partitioning: backends that compute TFLite's rounding
+(``computes_tflite_rounding``) take theirs, the CPU the rest."""
 import contextlib
 import functools
 
-from tvm_extension.tflite_exact import make_exact
+from tvm_extension.tflite_exact import lower_tflite_rounding, make_exact
 
 FLAG = "--tflite-exact"
 HELP = ("int8 TFLite models: compute exactly what TFLite's reference kernels compute (its double "
@@ -27,8 +29,21 @@ def _counts(counter) -> str:
     return ", ".join(f"{name} x{count}" for name, count in sorted(counter.items()))
 
 
-def install(frontends, exception_type):
-    """Wrap TVMC's TFLite import; other formats with the flag are a one-line error."""
+def install(frontends, compiler, exception_type):
+    """Wrap TVMC's TFLite import (other formats with the flag are a one-line error) and its
+    build (the requantizes no backend took are computed with TFLite's rounding on the CPU)."""
+    original_build = compiler.build
+
+    @functools.wraps(original_build)
+    def build(mod, *args, **kwargs):
+        if _enabled[0]:
+            mod, on_cpu, without_scales = lower_tflite_rounding(mod)
+            if without_scales:
+                print(f"[tflite-exact] not exact: qnn.requantize x{without_scales} (its convolution went to a "
+                      "backend without it: multiplier from the float32 scale product)")
+        return original_build(mod, *args, **kwargs)
+
+    compiler.build = build
     original = frontends.TFLiteFrontend.load
 
     @functools.wraps(original)

@@ -6,7 +6,9 @@ POST_PARTITIONING_0, Defunctionalization, POST_PARTITIONING_1).  One difference 
 for a backend that does not merge regions (``merge_compiler_regions=False``), every
 matched composite becomes its own offloaded function directly, in one pass.  TVM's
 PartitionGraph re-infers the types of the whole module once per region, which on a
-79-conv network cost longer than the rest of the partitioning together.
+79-conv network cost longer than the rest of the partitioning together.  And one addition:
+matches holding a ``qnn.requantize`` marked with TFLite's rounding (``tvmc --tflite-exact``)
+go back to the CPU unless the backend declares ``computes_tflite_rounding = True``.
 """
 import collections
 import itertools
@@ -90,6 +92,42 @@ class _OutlineComposites(ExprMutator):
         return relay.Call(gvar, new_call.args, span=call.span)
 
 
+class _InlineTFLiteRounded(ExprMutator):
+    """Matches of a backend that does not compute TFLite's rounding, put back as plain operators
+    when they hold a ``qnn.requantize`` marked ``rounding="TFLITE"`` (``tvmc --tflite-exact``):
+    the CPU then computes them exactly, where the backend's kernel would round as TVM does."""
+
+    REASON = "the model asks for TFLite's rounding, which this backend does not compute"
+
+    def __init__(self, target_name):
+        super().__init__()
+        self.target_name, self.refused = target_name, collections.Counter()
+
+    def visit_call(self, call):
+        new_call = super().visit_call(call)
+        func = new_call.op
+        if not (isinstance(func, relay.Function) and func.attrs and "Composite" in func.attrs and
+                str(func.attrs["Composite"]).startswith(self.target_name + ".")):
+            return new_call
+        ops = []
+        relay.analysis.post_order_visit(func.body, lambda e: ops.append(e) if isinstance(e, relay.Call) and
+                                        isinstance(e.op, tvm.ir.Op) else None)
+        if not any(op.op.name == "qnn.requantize" and str(op.attrs.rounding) == "TFLITE" for op in ops):
+            return new_call
+        for op in ops:
+            self.refused[(op.op.name, self.REASON)] += 1
+        return relay.bind(func.body, dict(zip(func.params, new_call.args)))
+
+
+def _keep_tflite_rounding_on_cpu(backend, mod, refused):
+    if getattr(backend, "computes_tflite_rounding", False):
+        return mod
+    inline = _InlineTFLiteRounded(backend.target_name)
+    mod["main"] = inline.visit(mod["main"])
+    refused.update(inline.refused)
+    return relay.transform.InferType()(mod)
+
+
 def outline_composites(mod: tvm.IRModule, target_name: str, mod_name: str = "default") -> tvm.IRModule:
     mod = relay.transform.InferType()(mod)
     outliner = _OutlineComposites(mod, target_name, mod_name)
@@ -110,17 +148,17 @@ def partition(backend, mod: tvm.IRModule, params=None, mod_name: str = "default"
     raised = collections.Counter()
     first = [relay.transform.InferType()] + _passes(partitioner, PassPhase.PRE_PARTITIONING)
     first.append(relay.transform.MergeComposite(_pattern_table(partitioner, raised)))
+    refused = collections.Counter()
+    mod = _keep_tflite_rounding_on_cpu(backend, tvm.transform.Sequential(first)(mod), refused)
     if partitioner.merge_compiler_regions:
-        first += [
+        mod = tvm.transform.Sequential([
             relay.transform.AnnotateTarget(backend.target_name),
             relay.transform.MergeCompilerRegions(),
             relay.transform.PartitionGraph(mod_name),
-        ]
-        mod = tvm.transform.Sequential(first)(mod)
+        ])(mod)
     else:
-        mod = tvm.transform.Sequential(first)(mod)
         mod = outline_composites(mod, backend.target_name, mod_name)
-    backend.offload_report = offload_report(backend, mod, raised)
+    backend.offload_report = offload_report(backend, mod, raised, refused)
     mod = tvm.transform.Sequential(_passes(partitioner, PassPhase.POST_PARTITIONING_0))(mod)
     for gvar, func in mod.functions.items():
         mod.update_func(gvar, relay.transform.Defunctionalization(func, mod))

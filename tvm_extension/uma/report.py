@@ -75,14 +75,16 @@ def _explain(explain, call) -> str:
         return f"rejection_reason raised {type(exc).__name__}: {exc}"
 
 
-def offload_report(backend, mod: tvm.IRModule, raised=None) -> OffloadReport:
+def offload_report(backend, mod: tvm.IRModule, raised=None, refused=None) -> OffloadReport:
     """Count, in a partitioned module, what runs on ``backend`` and what stays on the CPU.
 
     ``partition`` leaves the report of the module as partitioned (before the backend's
-    post-partitioning passes rewrite the offloaded functions) in ``backend.offload_report``.
+    post-partitioning passes rewrite the offloaded functions) in ``backend.offload_report``;
+    ``raised`` and ``refused`` are its (op, reason) counts of matches it did not take.
     """
     name = backend.target_name
-    report = OffloadReport(name, raised=collections.Counter(raised or {}))
+    report = OffloadReport(name, raised=collections.Counter(raised or {}),
+                           not_offloaded=collections.Counter(refused or {}))
     candidates = pattern_ops(backend)
     explain = getattr(backend, "rejection_reason", None)
     mod = relay.transform.InferType()(mod)
