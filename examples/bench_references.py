@@ -62,12 +62,13 @@ def _missing(package: str, pip_name: str) -> ReferenceError:
     return ReferenceError(f"the reference runtime {package} is not installed (pip install {pip_name})")
 
 
-def tflite(model: Path, inputs: Mapping[str, np.ndarray], xnnpack: bool) -> Runner:
+def tflite(model: Path, inputs: Mapping[str, np.ndarray], xnnpack: bool, reference_kernels: bool = False) -> Runner:
     try:
         from tflite_runtime.interpreter import Interpreter, OpResolverType
     except ImportError:
         raise _missing("tflite_runtime", "tflite-runtime") from None
-    resolver = OpResolverType.AUTO if xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    resolver = (OpResolverType.AUTO if xnnpack else OpResolverType.BUILTIN_REF if reference_kernels
+                else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     try:
         with _without_delegate_banner():
             interpreter = Interpreter(model_path=str(model), num_threads=1, experimental_op_resolver_type=resolver)
@@ -86,6 +87,11 @@ def tflite(model: Path, inputs: Mapping[str, np.ndarray], xnnpack: bool) -> Runn
         except Exception:
             pass
     return Runner(outputs, _loop(interpreter.invoke), note)
+
+
+def tflite_reference_kernels(model: Path, inputs: Mapping[str, np.ndarray]) -> List[np.ndarray]:
+    """The outputs of TFLite's reference kernels (``BUILTIN_REF``): what ``--tflite-exact`` computes."""
+    return tflite(model, inputs, xnnpack=False, reference_kernels=True).outputs
 
 
 def onnxruntime(model: Path, inputs: Mapping[str, np.ndarray]) -> Runner:

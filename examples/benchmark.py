@@ -1,6 +1,7 @@
 """Side-by-side figures: a model compiled for the extension's backend versus plain TVM's C build and the frameworks.
 
     python examples/benchmark.py [MODEL ...] [--compile-repeat N] [--runs N] [--skip-int8] [--cflags FLAGS]
+                                 [--tflite-exact]
 
 Float networks (the conv-heavy example network and real models of examples/model_zoo.py) are
 compiled for Vanilla, int8 networks for QVanilla, each also with plain TVM (``--target c``);
@@ -65,6 +66,7 @@ BUILDS = {
     "qvanilla": ["--target", "qvanilla", "--experimental-tvm-extension", str(EXT)],
     "plain": ["--target", "c"],
 }
+BUILDS.update({f"{kind} exact": BUILDS[kind] + ["--tflite-exact"] for kind in ("plain", "qvanilla")})
 KINDS = {"float": ("vanilla", FLOAT_MODELS), "int8": ("qvanilla", INT8_MODELS)}  # kind: extension build, models
 PLAIN = "TVM C"
 BATCH_SECONDS = 0.2
@@ -265,6 +267,35 @@ def int8_compile_ratios(repeat, work, cflags):
               flush=True)
 
 
+def tflite_exact_table(names, compile_repeat, runs, work, cflags):
+    """The cost of ``--tflite-exact``: compile and run time with and without it, on the CPU and
+    with QVanilla, interleaved; the exact builds' outputs against TFLite's reference kernels."""
+    kinds = ["plain", "plain exact", "qvanilla", "qvanilla exact"]
+    print("\n--tflite-exact: compile s and run ms (exact / TVM's arithmetic = ratio); exact builds' max abs diff "
+          "from TFLite's reference kernels\n")
+    print("| int8 model | CPU compile s | CPU run ms | QVanilla compile s | QVanilla run ms | diff CPU / QVanilla |")
+    print("| --- | --- | --- | --- | --- | --- |", flush=True)
+    for name in names:
+        shapes, model = MODELS[name], model_path(name)
+        times = {kind: [] for kind in kinds}
+        for _ in range(compile_repeat):
+            for kind in kinds:
+                times[kind].append(compile_once(kind, model, shapes, work / f"{name}-{kind}.tar", cflags))
+        programs = {kind: build(work / f"{name}-{kind}.tar", work / f"{name}-{kind}", cflags=BASE_CFLAGS + cflags)
+                    for kind in kinds}
+        inputs = make_inputs(programs["plain"], shapes)
+        runners = {kind: host_runner(programs[kind], inputs) for kind in kinds}
+        seconds = interleaved(runners, runs)
+        reference = refs.tflite_reference_kernels(model, inputs)
+        compile_s = {kind: statistics.median(t) for kind, t in times.items()}
+        diffs = " / ".join(f"{max_difference(runners[k].outputs, reference):.2g}" for k in ("plain exact", "qvanilla exact"))
+        cells = [name, ratio(compile_s["plain exact"], compile_s["plain"]),
+                 ratio(seconds["plain exact"] * 1e3, seconds["plain"] * 1e3, 2),
+                 ratio(compile_s["qvanilla exact"], compile_s["qvanilla"]),
+                 ratio(seconds["qvanilla exact"] * 1e3, seconds["qvanilla"] * 1e3, 2), diffs]
+        print("| " + " | ".join(cells) + " |", flush=True)
+
+
 def machine_line(runs, compile_repeat, cflags):
     cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
                 if l.startswith("model name")), platform.processor())
@@ -298,6 +329,8 @@ def main():
                         help=f"extra gcc flags for all C of both builds, after {' '.join(BASE_CFLAGS)} "
                              "(e.g. \"-march=native\"); the kernel library also gets them through its backend's "
                              "cflags target attribute")
+    parser.add_argument("--tflite-exact", action="store_true",
+                        help="also the cost of tvmc compile --tflite-exact on the int8 networks (CPU and QVanilla)")
     args = parser.parse_args(glued_cflags(sys.argv[1:]))
     cflags = shlex.split(args.cflags)
     unknown = [name for name in args.models if name not in MODELS]
@@ -316,6 +349,9 @@ def main():
                     print_table(kind, names, args.compile_repeat, args.runs, Path(work), cflags)
             if not args.skip_int8:
                 int8_compile_ratios(args.compile_repeat, Path(work), cflags)
+            if args.tflite_exact:
+                names = [name for name in selected if name in INT8_MODELS] or list(INT8_MODELS)
+                tflite_exact_table(names, args.compile_repeat, args.runs, Path(work), cflags)
     except (ModelFetchError, HostBuildError, refs.ReferenceError) as err:
         sys.exit(f"error: {err}")
 

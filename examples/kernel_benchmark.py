@@ -2,6 +2,7 @@
 and QVanilla (int8, the packed entries compiled models call), with the one-core float peak.
 
     python examples/kernel_benchmark.py [--cflags "-O2"] [--rounds 7] [--only vanilla|qvanilla]
+                                        [--rounding upward|tflite|both]
 
 Builds c_runtime/vanilla and c_runtime/qvanilla with gcc into shared libraries, and a float
 peak probe: a register-blocked sgemm-like loop (a 4x8 block of accumulators, 256-long
@@ -10,6 +11,8 @@ those flags (-O2: SSE2, no FMA).  numpy's float32 matmul on one thread (OpenBLAS
 SIMD the CPU has) is printed for reference.  Each row's variants are measured interleaved:
 rounds of one batch (about 0.05 s) of each in turn, and the median per variant is printed.
 Multiply-accumulates per second count the convolution's MACs only (no padding taps).
+QVanilla runs in the rounding --rounding names (QVANILLA_ROUNDING_UPWARD, TVM's, by default;
+QVANILLA_ROUNDING_TFLITE; or both, every variant in each rounding, all interleaved).
 This is a benchmark, not a test.
 """
 import os
@@ -150,11 +153,16 @@ def vanilla_rows(lib, rounds):
               f"{macs / seconds['nhwc'] / 1e9:.1f}", flush=True)
 
 
-def qvanilla_rows(lib, peak, rounds):
+ROUNDINGS = {"upward": 0, "tflite": 1}  # QVANILLA_ROUNDING_UPWARD, QVANILLA_ROUNDING_TFLITE
+
+
+def qvanilla_rows(lib, peak, rounds, roundings):
     """Per shape, interleaved: the packed entry (what compiled models call), the plain entry
-    (HWIO int8 weights, packed four channels at a time as it goes) and the float peak probe."""
-    print("oc x ic x h x w, kernel | packed GMAC/s | plain GMAC/s | float peak GMAC/s (same rounds)")
-    print("--- | --- | --- | ---")
+    (HWIO int8 weights, packed four channels at a time as it goes), each in every one of
+    ``roundings``, and the float peak probe."""
+    columns = [f"{entry}{f' {r}' if len(roundings) > 1 else ''} GMAC/s" for entry in ("packed", "plain") for r in roundings]
+    print(f"oc x ic x h x w, kernel | {' | '.join(columns)} | float peak GMAC/s (same rounds)")
+    print(" | ".join(["---"] * (len(columns) + 2)))
     rng = np.random.default_rng(0)
     input_zp, weight_zp, output_zp = 3, 0, -2
     peaks = []
@@ -164,31 +172,38 @@ def qvanilla_rows(lib, peak, rounds):
         pad_top, pad_left = (kh - 1) // 2, (kw - 1) // 2
         table = np.stack([rng.integers(-5000, 5000, oc), rng.integers(1 << 30, 1 << 31, oc),
                           rng.integers(-10, -6, oc)]).astype(np.int32)
-        outputs = [np.empty((oh, ow, oc), np.int8) for _ in range(2)]
         weights = rng.integers(-128, 128, (kh, kw, ic) if depthwise else (kh, kw, ic, oc)).astype(np.int8)
         packed, bias = (pack_depthwise if depthwise else pack_conv)(weights, weight_zp, input_zp, table[0])
         folded = np.stack([bias, table[1], table[2]]).astype(np.int32)
         window = (kh, kw, stride, stride, pad_top, pad_left)
         clamp = (output_zp, 127)  # a ReLU: about half the outputs clamp
-        if depthwise:
-            macs = oh * ow * oc * kh * kw
-            plain = (lib.qvanilla_depthwise_conv2d_nhwc_s8, (pointer(x), pointer(weights), pointer(table),
-                     pointer(outputs[1]), h, w, ic, oh, ow, *window, input_zp, weight_zp, output_zp, *clamp))
-            fast = (lib.qvanilla_depthwise_conv2d_nhwc_packed_s8, (pointer(x), pointer(packed), pointer(folded),
-                    pointer(outputs[0]), h, w, ic, oh, ow, *window, input_zp, output_zp, *clamp))
-        else:
-            macs = oh * ow * oc * ic * kh * kw
-            plain = (lib.qvanilla_conv2d_nhwc_s8, (pointer(x), pointer(weights), pointer(table), pointer(outputs[1]),
-                     h, w, ic, oh, ow, oc, *window, input_zp, weight_zp, output_zp, *clamp))
-            fast = (lib.qvanilla_conv2d_nhwc_packed_s8, (pointer(x), pointer(packed), pointer(folded),
-                    pointer(outputs[0]), h, w, ic, oh, ow, oc, *window, input_zp, output_zp, *clamp))
-        seconds = interleaved({"packed": fast, "plain": plain, "peak": peak.call}, rounds)
-        if fast[0](*fast[1]) or plain[0](*plain[1]) or not np.array_equal(*outputs):
-            raise SystemExit(f"error: the packed and plain entries disagree on {oc} x {ic} x {h} x {w}")
+        macs = oh * ow * oc * kh * kw * (1 if depthwise else ic)
+        variants, outputs = {}, {}
+        for r in roundings:
+            out = outputs[r] = [np.empty((oh, ow, oc), np.int8) for _ in range(2)]
+            if depthwise:
+                fast = (lib.qvanilla_depthwise_conv2d_nhwc_packed_s8, (pointer(x), pointer(packed), pointer(folded),
+                        pointer(out[0]), h, w, ic, oh, ow, *window, input_zp, output_zp, *clamp, ROUNDINGS[r]))
+                plain = (lib.qvanilla_depthwise_conv2d_nhwc_s8, (pointer(x), pointer(weights), pointer(table),
+                         pointer(out[1]), h, w, ic, oh, ow, *window, input_zp, weight_zp, output_zp, *clamp,
+                         ROUNDINGS[r]))
+            else:
+                fast = (lib.qvanilla_conv2d_nhwc_packed_s8, (pointer(x), pointer(packed), pointer(folded),
+                        pointer(out[0]), h, w, ic, oh, ow, oc, *window, input_zp, output_zp, *clamp, ROUNDINGS[r]))
+                plain = (lib.qvanilla_conv2d_nhwc_s8, (pointer(x), pointer(weights), pointer(table), pointer(out[1]),
+                         h, w, ic, oh, ow, oc, *window, input_zp, weight_zp, output_zp, *clamp, ROUNDINGS[r]))
+            variants[("packed", r)], variants[("plain", r)] = fast, plain
+        seconds = interleaved({**variants, "peak": peak.call}, rounds)
+        for (entry, r), (function, arguments) in variants.items():
+            if function(*arguments):
+                raise SystemExit(f"error: the {entry} entry failed on {oc} x {ic} x {h} x {w} ({r})")
+        for r in roundings:
+            if not np.array_equal(*outputs[r]):
+                raise SystemExit(f"error: the packed and plain entries disagree on {oc} x {ic} x {h} x {w} ({r})")
         peaks.append(peak.macs / seconds["peak"] / 1e9)
         kind = f"{kh}x{kw}" + (f" stride {stride}" if stride > 1 else "") + (" depthwise" if depthwise else "")
-        print(f"{oc} x {ic} x {h} x {w}, {kind} | {macs / seconds['packed'] / 1e9:.1f} | "
-              f"{macs / seconds['plain'] / 1e9:.1f} | {peaks[-1]:.1f}", flush=True)
+        rates = [f"{macs / seconds[(entry, r)] / 1e9:.1f}" for entry in ("packed", "plain") for r in roundings]
+        print(f"{oc} x {ic} x {h} x {w}, {kind} | {' | '.join(rates)} | {peaks[-1]:.1f}", flush=True)
     return statistics.median(peaks)
 
 
@@ -197,6 +212,8 @@ def main():
     parser.add_argument("--cflags", default="-O2")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds per row (medians)")
     parser.add_argument("--only", choices=["vanilla", "qvanilla"])
+    parser.add_argument("--rounding", choices=["upward", "tflite", "both"], default="upward",
+                        help="QVanilla's requantization rounding (both: side by side, interleaved)")
     args = parser.parse_args()
     cflags = shlex.split(args.cflags)
     with tempfile.TemporaryDirectory() as work:
@@ -211,7 +228,8 @@ def main():
         if args.only != "vanilla":
             lib, library = build(work, "qvanilla", QVANILLA, cflags)
             print(f"QVanilla (int8), gcc {args.cflags}: library text {text_bytes(library)} bytes")
-            median_peak = qvanilla_rows(lib, peak, args.rounds)
+            roundings = list(ROUNDINGS) if args.rounding == "both" else [args.rounding]
+            median_peak = qvanilla_rows(lib, peak, args.rounds, roundings)
         else:
             median_peak = peak.macs / interleaved({"peak": peak.call}, args.rounds)["peak"] / 1e9
         print()

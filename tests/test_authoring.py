@@ -1,6 +1,7 @@
 """Backend authoring and distribution: scaffold, pip install, discovery, listing, the MLonMCU
 spelling, isolation between compiles, and backends failing in their own code."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,10 @@ import numpy as np
 import pytest
 from onnx.reference import ReferenceEvaluator
 
-from conftest import EXAMPLES, MODELS, VANILLA_EXT, assert_one_line_error, kernel_calls, run_tvmc
+from conftest import (EXAMPLES, MODELS, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources, run_tvmc,
+                      tvm_cpu_reference)
+from model_zoo import fetch
+from test_tflite_exact import random_inputs, reference_kernels
 from test_upstream_backend import BACKEND as TINY_RELU_BACKEND
 from tvm_extension.mlf import build
 
@@ -75,6 +79,89 @@ def test_scaffold_editable_install_sees_edits(tmp_path):
         assert kernel_calls(out, "probe_edit_conv2d") == 2
     finally:
         pip("uninstall", "-y", "tvm-extension-probe-edit")
+
+
+INT8 = "probe_int8"
+INT8_CALL = rf"= {INT8}_conv2d_s8\(([^;]*)\);"  # the generated calls (not the declaration)
+# As tests/test_kernel_sanitizers.py, less "left shift of a negative value", which TVM's own code
+# (the CPU part of an MLF) does and the kernel does not.
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+            "-fno-omit-frame-pointer"]
+
+
+@pytest.fixture(scope="module")
+def int8_project(tmp_path_factory):
+    """A project made by ``new --int8``, pip-installed as the float one is (uninstalled after the tests)."""
+    folder = tmp_path_factory.mktemp("int8")
+    done = tvm_extension_cli("new", INT8, "--int8", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    installed = pip("install", f"./{INT8}", cwd=folder)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    yield folder / INT8
+    pip("uninstall", "-y", "tvm-extension-probe-int8")
+
+
+@pytest.mark.real_model
+def test_int8_scaffold_install_test_compile(int8_project, tmp_path):
+    assert "--int8" in tvm_extension_cli("new", "--help").stdout
+    project = int8_project
+    for module in ("backend", "patterns", "passes", "codegen", "strategies"):
+        source = (project / INT8 / f"{module}.py").read_text()
+        assert "qvanilla" not in source  # not part of the installed framework
+    assert "## Two roundings" in (project / "README.md").read_text()
+    # The C mock compiles without a warning.
+    done = subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Wconversion", "-pedantic", "-Werror", "-c", "-o",
+                           tmp_path / "k.o", project / INT8 / "c" / f"{INT8}.c"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    # Its own tests pass, straight after generation (the kernel alone, then tvmc -> MLF -> run).
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=project,
+                           capture_output=True, text=True)
+    assert tests.returncode == 0 and " passed" in tests.stdout, tests.stdout[-2000:] + tests.stderr[-2000:]
+    # Plain tvmc offloads a real int8 TFLite network's dense convs; the depthwise ones stay on the CPU, with why.
+    out = tmp_path / "kws.tar"
+    done = run_tvmc("compile", "--target", INT8, fetch("kws_dscnn_int8"), "-f", "mlf", "-o", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"[{INT8}] offloaded: qnn.conv2d x5, nn.bias_add x5, qnn.requantize x5, clip x5 in 5 functions" in done.stdout
+    assert "qnn.conv2d: groups=64 (depthwise or grouped; the kernel takes groups=1) x4" in done.stdout
+    assert kernel_calls(out, f"{INT8}_conv2d_s8") == 5
+
+
+@pytest.mark.real_model
+def test_int8_template_is_exact_on_a_real_network(int8_project, tmp_path, monkeypatch):
+    """DS-CNN through the generated backend: with --tflite-exact its calls round as TFLite does
+    and the network equals TFLite's reference kernels; without, its calls round as TVM does and
+    the network equals TVM's own CPU build (the two differ).  The generated kernel also runs
+    under AddressSanitizer and UndefinedBehaviorSanitizer."""
+    model = fetch("kws_dscnn_int8")
+    programs = {}
+    for option, rounding in (("--tflite-exact", 1), (None, 0)):
+        out = tmp_path / f"{rounding}.tar"
+        done = run_tvmc("compile", "--target", INT8, *filter(None, [option]), model, "-f", "mlf", "-o", out,
+                        cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert f"[{INT8}] offloaded: qnn.conv2d x5," in done.stdout and " in 5 functions" in done.stdout
+        calls = [c for text in mlf_sources(out).values() for c in re.findall(INT8_CALL, text)]
+        assert len(calls) == 5 and all(c.replace(" ", "").endswith(f",{rounding}") for c in calls), calls
+        programs[rounding] = build(out, tmp_path / f"b{rounding}")
+    rng = np.random.default_rng(7)
+    differs = 0
+    for _ in range(3):
+        inputs = random_inputs(programs[0], rng, (-40, 80))  # DS-CNN's input scale: 0.88
+        expected = reference_kernels(model, inputs)
+        for got, want in zip(programs[1].run(inputs)[0].values(), expected, strict=True):
+            np.testing.assert_array_equal(got, want)
+        tvm_own = list(programs[0].run(inputs)[0].values())
+        for got, want in zip(tvm_own, tvm_cpu_reference(model, inputs), strict=True):
+            np.testing.assert_array_equal(got, want)
+        differs += any(not np.array_equal(t, e) for t, e in zip(tvm_own, expected))
+    assert differs, "TVM's rounding matched TFLite's on every input: the test shows nothing"
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0")
+    for rounding in (0, 1):
+        sanitized = build(tmp_path / f"{rounding}.tar", tmp_path / f"s{rounding}",
+                          cflags=("-O1", *SANITIZE))
+        inputs = random_inputs(sanitized, rng, (-40, 80))
+        for got, want in zip(sanitized.run(inputs)[0].values(), programs[rounding].run(inputs)[0].values()):
+            np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("name,message", [

@@ -105,34 +105,36 @@ int main(void) {
       case 12:
         status = qvanilla_conv2d_nhwc_s8((int8_t*)a[0], (int8_t*)a[1], (int32_t*)a[2], (int8_t*)a[3], n[0], n[1],
                                          n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11], n[12], n[13],
-                                         n[14], n[15], n[16]);
+                                         n[14], n[15], n[16], n[17]);
         break;
-      case 13: { /* the struct entry; n[17] != 0: p is NULL */
+      case 13: { /* the struct entry; n[18] != 0: p is NULL */
         const qvanilla_conv_params p = {n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8],
-                                        n[9], n[10], n[11], n[12], n[13], n[14], n[15], n[16]};
+                                        n[9], n[10], n[11], n[12], n[13], n[14], n[15], n[16], n[17]};
         status = qvanilla_conv2d_s8((const int8_t*)a[0], (const int8_t*)a[1], (const int32_t*)a[2],
-                                    (int8_t*)a[3], n[17] ? NULL : &p);
+                                    (int8_t*)a[3], n[18] ? NULL : &p);
         break;
       }
       case 15:
         status = qvanilla_conv2d_nhwc_packed_s8((int8_t*)a[0], (int16_t*)a[1], (int32_t*)a[2], (int8_t*)a[3], n[0],
                                                 n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11],
-                                                n[12], n[13], n[14], n[15]);
+                                                n[12], n[13], n[14], n[15], n[16]);
         break;
       case 16:
         status = qvanilla_depthwise_conv2d_nhwc_s8((int8_t*)a[0], (int8_t*)a[1], (int32_t*)a[2], (int8_t*)a[3], n[0],
                                                    n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11],
-                                                   n[12], n[13], n[14], n[15]);
+                                                   n[12], n[13], n[14], n[15], n[16]);
         break;
       case 17:
         status = qvanilla_depthwise_conv2d_nhwc_packed_s8((int8_t*)a[0], (int16_t*)a[1], (int32_t*)a[2],
                                                           (int8_t*)a[3], n[0], n[1], n[2], n[3], n[4], n[5], n[6],
-                                                          n[7], n[8], n[9], n[10], n[11], n[12], n[13], n[14]);
+                                                          n[7], n[8], n[9], n[10], n[11], n[12], n[13], n[14], n[15]);
         break;
-      case 14: { /* qvanilla_requantize over arrays: acc, multiplier, shift -> result */
+      case 14: case 18: { /* qvanilla_requantize (_tflite if 18) over arrays: acc, multiplier, shift -> result */
         const int32_t *acc = (const int32_t*)a[0], *m = (const int32_t*)a[1], *s = (const int32_t*)a[2];
         int32_t* out = (int32_t*)a[3];
-        for (size_t i = 0; i < bytes[3] / sizeof(int32_t); ++i) out[i] = qvanilla_requantize(acc[i], m[i], s[i]);
+        for (size_t i = 0; i < bytes[3] / sizeof(int32_t); ++i) {
+          out[i] = (op == 18 ? qvanilla_requantize_tflite : qvanilla_requantize)(acc[i], m[i], s[i]);
+        }
         status = 0;
         break;
       }
@@ -158,7 +160,7 @@ OPS = {"conv2dnchw_general": 0, "conv2dnhwc_general": 1, "depthwise_conv2dnchw":
        "conv2dnhwc_bias_clamp": 9, "conv2dnchw_bias_residual_clamp": 10, "conv2dnhwc_bias_residual_clamp": 11,
        "qvanilla_conv2d_nhwc_s8": 12, "qvanilla_conv2d_s8": 13, "qvanilla_requantize": 14,
        "qvanilla_conv2d_nhwc_packed_s8": 15, "qvanilla_depthwise_conv2d_nhwc_s8": 16,
-       "qvanilla_depthwise_conv2d_nhwc_packed_s8": 17, "overflow": 99}
+       "qvanilla_depthwise_conv2d_nhwc_packed_s8": 17, "qvanilla_requantize_tflite": 18, "overflow": 99}
 
 
 def status_codes(header, prefix):
@@ -617,7 +619,7 @@ def test_vanilla_rejects_each_bad_argument_with_its_code(drivers):
 # QVanilla (int8)
 
 QNAMES = ["ih", "iw", "ic", "oh", "ow", "oc", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left",
-          "input_zp", "weight_zp", "output_zp", "act_min", "act_max"]
+          "input_zp", "weight_zp", "output_zp", "act_min", "act_max", "rounding"]
 # Each entry's integer arguments, in order (a depthwise entry's "ic" is its channel count).
 QENTRIES = {
     "qvanilla_conv2d_nhwc_s8": QNAMES,
@@ -633,6 +635,37 @@ QDEPTHWISE = ["qvanilla_depthwise_conv2d_nhwc_s8", "qvanilla_depthwise_conv2d_nh
 def exact_requantize(acc, multiplier, shift):
     """Python's exact requantize for any shift (beyond +-100 the result no longer changes)."""
     return quantization.requantize(int(acc), int(multiplier), max(-100, min(100, int(shift))))
+
+
+def tflite_requantize(acc, multiplier, shift):
+    """TFLite's MultiplyByQuantizedMultiplier (gemmlowp's SaturatingRoundingDoublingHighMul, then
+    RoundingDivideByPOT) in Python integers, as the header defines it for any shift: the int32
+    multiply by 2^left wraps (0 from left = 32 on), the division by 2^right rounds half away
+    from zero (0 from right = 32 on; right is cut at 40 so that the mask stays small)."""
+    acc, multiplier, shift = int(acc), int(multiplier), int(shift)
+    left, right = min(max(shift, 0), 32), min(max(-shift, 0), 40)
+    x = ((acc << left) + 2**31) % 2**32 - 2**31
+    if x == multiplier == INT_MIN:
+        high = INT_MAX
+    else:
+        ab = x * multiplier
+        nudged = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
+        high = nudged // 2**31 if nudged >= 0 else -(-nudged // 2**31)  # C's division truncates
+    mask = (1 << right) - 1
+    threshold = (mask >> 1) + (1 if high < 0 else 0)
+    return (high >> right) + (1 if (high & mask) > threshold else 0)  # Python's & and >>: two's complement
+
+
+QROUNDINGS = ["upward", "tflite"]
+
+
+def rounding_code(name):
+    return Q[f"ROUNDING_{name.upper()}"]
+
+
+def requantizer(q):
+    """The requantize of q's rounding (upward if q names none)."""
+    return tflite_requantize if q.get("rounding", 0) == Q["ROUNDING_TFLITE"] else exact_requantize
 
 
 def numpy_qconv(x, w, params, oh, ow, q):
@@ -657,9 +690,10 @@ def numpy_output_stage(acc, params, q):
     """clamp(output_zp + requantize(acc wrapped to int32)) per channel (the last axis)."""
     acc = (acc + 2**31) % 2**32 - 2**31
     out = np.empty(acc.shape, np.int64)
+    requantize = requantizer(q)
     for index in np.ndindex(*acc.shape):
         o = index[-1]
-        out[index] = exact_requantize(acc[index], params[1][o], params[2][o]) + q["output_zp"]
+        out[index] = requantize(acc[index], params[1][o], params[2][o]) + q["output_zp"]
     return np.clip(out, q["act_min"], q["act_max"]).astype(np.int8)
 
 
@@ -672,7 +706,7 @@ def qcall(entry, x, w, params, oh, ow, q, null_p=False):
         pack = packing.pack_depthwise if "depthwise" in entry else packing.pack_conv
         w, bias = pack(w, q["weight_zp"], q["input_zp"], params[0])
         params = np.stack([bias, params[1], params[2]]).astype(np.int32)
-    geometry = dict(ih=ih, iw=iw, ic=ic, oh=oh, ow=ow, oc=oc, kh=kh, kw=kw, **q)
+    geometry = dict(dict(ih=ih, iw=iw, ic=ic, oh=oh, ow=ow, oc=oc, kh=kh, kw=kw, rounding=Q["ROUNDING_UPWARD"]), **q)
     output = np.full((oh, ow, oc), 77, np.int8)
     ints = [geometry[k] for k in QENTRIES[entry]] + ([int(null_p)] if entry == "qvanilla_conv2d_s8" else [])
     return Call(entry, [x, w, params, output], ints)
@@ -684,7 +718,7 @@ def qparams(rng, oc, shifts, multipliers=None, biases=None):
     return np.stack([np.resize(biases, oc), np.resize(multipliers, oc), np.resize(shifts, oc)]).astype(np.int32)
 
 
-def qcases(depthwise, rows, seed):
+def qcases(depthwise, rows, seed, rounding):
     """(call, expected output) of each entry of the kind (dense or depthwise) for each row
     (ih, iw, ic, oc, kh, kw, stride, pad, pad_end, (input_zp, weight_zp, output_zp), (act_min, act_max),
     qparams' keywords); a depthwise row's oc is its ic."""
@@ -696,14 +730,14 @@ def qcases(depthwise, rows, seed):
         p = qparams(rng, oc, **params)
         oh, ow = (output_size(*a) for a in zip((ih, iw), (kh, kw), stride, pad, pad_end))
         q = dict(stride_h=stride[0], stride_w=stride[1], pad_top=pad[0], pad_left=pad[1], input_zp=zps[0],
-                 weight_zp=zps[1], output_zp=zps[2], act_min=act[0], act_max=act[1])
+                 weight_zp=zps[1], output_zp=zps[2], act_min=act[0], act_max=act[1], rounding=rounding_code(rounding))
         want = numpy_qconv(x, w, p, oh, ow, q)
         for entry in QDEPTHWISE if depthwise else QDENSE:
             cases.append((qcall(entry, x, w, p, oh, ow, q), want))
     return cases
 
 
-def qconv_cases():
+def qconv_cases(rounding):
     return qcases(False, [
         # padding beyond the kernel on every side, strides, zero points and shifts at their range's ends
         (7, 9, 5, 12, 3, 3, (2, 3), (4, 5), (4, 6), (-128, 127, 127), (-128, 127),
@@ -729,10 +763,10 @@ def qconv_cases():
         (6, 9, 16, 21, 1, 1, (1, 1), (0, 0), (0, 0), (3, 0, -4), (-128, 127),
          dict(shifts=[-9, -8, 0, -12], multipliers=[1 << 30, -(1 << 30) - 7, INT_MAX, INT_MIN, 3 << 28])),
         (5, 7, 8, 70, 1, 1, (2, 1), (1, 2), (1, 1), (-5, 0, 7), (-20, 100), dict(shifts=[-10, -7, -1])),
-    ], seed=9)
+    ], seed=9, rounding=rounding)
 
 
-def qdepthwise_cases():
+def qdepthwise_cases(rounding):
     return qcases(True, [
         (7, 9, 5, 5, 3, 3, (2, 3), (4, 5), (4, 6), (-128, 127, 127), (-128, 127),
          dict(shifts=[-31, 30, 0, -5, 30], multipliers=[INT_MAX, 1, 1 << 30, INT_MIN, 3])),
@@ -757,27 +791,28 @@ def qdepthwise_cases():
          dict(shifts=[-11, -10], multipliers=[1 << 30, -(1 << 30) - 5, INT_MIN])),
         (9, 1, 8, 8, 3, 1, (1, 1), (1, 0), (1, 0), (0, 0, 5), (-100, 120), dict(shifts=[-9, 0])),
         (11, 1, 40, 40, 4, 1, (2, 1), (2, 0), (1, 0), (-128, 0, 127), (-128, 127), dict(shifts=[-8, -31, 30, -20])),
-    ], seed=10)
+    ], seed=10, rounding=rounding)
 
 
+@pytest.mark.parametrize("rounding", QROUNDINGS)
 @pytest.mark.parametrize("kind", ["conv", "depthwise"])
-def test_qvanilla_at_the_ends_of_every_range(drivers, kind):
-    """Every entry (plain, struct, packed) equals the reference bit for bit."""
-    cases = qconv_cases() if kind == "conv" else qdepthwise_cases()
+def test_qvanilla_at_the_ends_of_every_range(drivers, kind, rounding):
+    """Every entry (plain, struct, packed) equals the reference bit for bit, in either rounding."""
+    cases = qconv_cases(rounding) if kind == "conv" else qdepthwise_cases(rounding)
     for (call, want), (status, arrays) in zip(cases, run_both(drivers, [c for c, _ in cases])):
         assert status == Q["OK"], (call.op, call.ints)
         assert np.array_equal(arrays[3], want), (call.op, call.ints)
 
 
-def output_changes(multiplier, shift, output_zp, act_min, act_max):
+def output_changes(multiplier, shift, output_zp, act_min, act_max, requantize=exact_requantize, levels=()):
     """The accumulators (int32) where the clamped output of a channel changes: for each of act_min,
-    act_max and their middle, the first s whose output is past it (binary search: the output is
-    monotonic in s), if there is one."""
+    act_max, their middle and ``levels``, the first s whose output is past it (binary search: the
+    output is monotonic in s), if there is one."""
     def out(s):
-        return min(act_max, max(act_min, output_zp + exact_requantize(s, multiplier, shift)))
+        return min(act_max, max(act_min, output_zp + requantize(s, multiplier, shift)))
 
     ends, rising = [], out(INT_MAX) > out(INT_MIN)
-    for level in {act_min, act_max, (act_min + act_max) // 2}:
+    for level in {act_min, act_max, (act_min + act_max) // 2, *levels}:
         past = (lambda s: out(s) > level) if rising else (lambda s: out(s) < level)
         if not past(INT_MAX) or past(INT_MIN):
             continue
@@ -789,15 +824,19 @@ def output_changes(multiplier, shift, output_zp, act_min, act_max):
     return ends
 
 
+@pytest.mark.parametrize("rounding", QROUNDINGS)
 @pytest.mark.parametrize("family", ["per-channel", "mixed", "extreme"])
-def test_qvanilla_output_stage_where_outputs_change(drivers, family):
+def test_qvanilla_output_stage_where_outputs_change(drivers, family, rounding):
     """The vectorised output stage where the clamped outputs change: a 1x1 conv of one input
     channel of weight 1 whose 256 pixels hold every int8 value, with biases that put each output
-    channel's accumulators around one of its changes (at act_min, act_max or in between), or
-    where the int32 accumulator wraps; the channels of a block with differing shifts and signs,
-    blocks where some channel cannot take the vectorised stage (finish()); dense (37 and 70
-    channels: a partial block, two chunks) and depthwise entries."""
+    channel's accumulators around one of its changes (at act_min, act_max or in between; in
+    TFLite's rounding also from requantized -2 to -1, -1 to 0 and 0 to 1, where its ties round
+    away from zero), or where the int32 accumulator wraps; the channels of a block with differing
+    shifts and signs, blocks where some channel cannot take the vectorised stage (finish()); dense
+    (37 and 70 channels: a partial block, two chunks) and depthwise entries."""
     rng = np.random.default_rng({"per-channel": 21, "mixed": 22, "extreme": 23}[family])
+    code = rounding_code(rounding)
+    requantize = requantizer(dict(rounding=code))
     calls, expected = [], []
     for oc, (input_zp, output_zp), (act_min, act_max) in [(37, (0, 0), (-128, 127)), (70, (-7, 12), (-3, 6)),
                                                           (37, (100, -128), (-128, 127)), (37, (-128, 3), (0, 6))]:
@@ -812,15 +851,16 @@ def test_qvanilla_output_stage_where_outputs_change(drivers, family):
             multipliers = rng.choice([0, 1, -1, INT_MIN, INT_MAX, 1 << 30, -(1 << 30), 3], oc)
             shifts = rng.choice([-31, -20, -1, 0, 1, 30], oc)
         biases = []
+        levels = (output_zp - 2, output_zp - 1, output_zp) if rounding == "tflite" else ()
         for m, s in zip(multipliers, shifts):
-            ends = output_changes(int(m), int(s), output_zp, act_min, act_max)
+            ends = output_changes(int(m), int(s), output_zp, act_min, act_max, requantize, levels)
             target = int(rng.choice(ends)) if ends and rng.random() < 0.9 else int(rng.integers(INT_MIN, INT_MAX))
             if rng.random() < 0.05:
                 target = INT_MAX - 60  # the accumulators wrap around
             biases.append(((target + input_zp + 2**31) % 2**32) - 2**31)  # s = bias + (x - input_zp) * 1
         params = np.stack([biases, multipliers, shifts]).astype(np.int64).astype(np.int32)
         q = dict(stride_h=1, stride_w=1, pad_top=0, pad_left=0, input_zp=input_zp, weight_zp=0, output_zp=output_zp,
-                 act_min=act_min, act_max=act_max)
+                 act_min=act_min, act_max=act_max, rounding=code)
         sweep = np.arange(-128, 128).astype(np.int8).reshape(16, 16, 1)
         dense_w = np.ones((1, 1, 1, oc), np.int8)
         want = numpy_qconv(sweep, dense_w, params, 16, 16, q)
@@ -835,30 +875,37 @@ def test_qvanilla_output_stage_where_outputs_change(drivers, family):
         assert np.array_equal(arrays[3], want), (call.op, call.ints)
 
 
+@pytest.mark.parametrize("rounding", QROUNDINGS)
 @pytest.mark.parametrize("kind", ["conv", "depthwise"])
-def test_qvanilla_pads_as_large_as_an_int(drivers, kind):
+def test_qvanilla_pads_as_large_as_an_int(drivers, kind, rounding):
     """Windows entirely in the padding, far past the image on any side: the output is the output
-    stage of the bias alone, and no index or pointer leaves its tensor."""
+    stage of the bias alone, and no index or pointer leaves its tensor.  A second table of biases
+    and multipliers at int32's ends: the outputs in the padding requantize the biases themselves,
+    among them TFLite's saturating high multiply (INT32_MIN by INT32_MIN, directly or through a
+    left shift that wraps)."""
     rng = np.random.default_rng(12)
     c, ih, iw, k = 5, 4, 5, 3
     x = rng.integers(-128, 128, (ih, iw, c)).astype(np.int8)
     w = rng.integers(-128, 128, (k, k, c) if kind == "depthwise" else (k, k, c, c)).astype(np.int8)
     p = qparams(rng, c, shifts=[-6, -7])
-    zps = dict(input_zp=-17, weight_zp=3, output_zp=4, act_min=-128, act_max=127)
+    extreme = qparams(rng, c, shifts=[0, 1, 30, -31, 0], multipliers=[INT_MIN, INT_MIN, INT_MAX, INT_MIN, INT_MIN],
+                      biases=[INT_MIN, 1 << 30, INT_MIN, -1, INT_MAX])
+    zps = dict(input_zp=-17, weight_zp=3, output_zp=4, act_min=-128, act_max=127, rounding=rounding_code(rounding))
     windows = [((2, 3), (1, 1), (0, INT_MAX)), ((3, 2), (2, 1), (INT_MAX, 0)), ((2, 2), (3, 5), (INT_MAX, INT_MAX)),
                ((70, 1), (1, 1), (INT_MAX - 5, 0)),
                ((2, 2), (2**29, 2**29), (0, 0))]  # no padding, but the second row and column are 2^29 away
-    sums = exact_sums(x, w, p, zps)  # of the one output that reads the image
     calls, expected = [], []
-    for (oh, ow), stride, pad in windows:
-        q = dict(stride_h=stride[0], stride_w=stride[1], pad_top=pad[0], pad_left=pad[1], **zps)
-        acc = np.broadcast_to(p[0].astype(np.int64), (oh, ow, c)).copy()
-        if pad == (0, 0):
-            acc[0, 0] = sums
-        want = numpy_output_stage(acc, p, q)
-        for entry in QDEPTHWISE if kind == "depthwise" else QDENSE:
-            calls.append(qcall(entry, x, w, p, oh, ow, q))
-            expected.append(want)
+    for params in (p, extreme):
+        sums = exact_sums(x, w, params, zps)  # of the one output that reads the image
+        for (oh, ow), stride, pad in windows:
+            q = dict(stride_h=stride[0], stride_w=stride[1], pad_top=pad[0], pad_left=pad[1], **zps)
+            acc = np.broadcast_to(params[0].astype(np.int64), (oh, ow, c)).copy()
+            if pad == (0, 0):
+                acc[0, 0] = sums
+            want = numpy_output_stage(acc, params, q)
+            for entry in QDEPTHWISE if kind == "depthwise" else QDENSE:
+                calls.append(qcall(entry, x, w, params, oh, ow, q))
+                expected.append(want)
     for call, want, (status, arrays) in zip(calls, expected, run_both(drivers, calls)):
         assert status == Q["OK"], (call.op, call.ints)
         assert np.array_equal(arrays[3], want), (call.op, call.ints)
@@ -889,11 +936,71 @@ def test_qvanilla_requantize_is_exact_for_any_shift(drivers):
     assert np.array_equal(got, np.array(want, np.int32))
 
 
+def test_tflite_reference_rounds_as_gemmlowp():
+    """The Python reference itself, on values worked out by hand: the high multiply rounds ties
+    upward (0.5 -> 1, -0.5 -> 0: gemmlowp's nudge and truncation), the division by 2^right half
+    away from zero (0.5 -> 1, -0.5 -> -1), and the two roundings compound ((2^30 + 1) / 2^32,
+    about 0.25, is 1: 0.5 + 2^-31 rounds to 1, then 1/2 to 1)."""
+    assert [tflite_requantize(a, 1 << 30, 0) for a in (1, -1, 3, -3)] == [1, 0, 2, -1]
+    assert [tflite_requantize(a, 1 << 30, -1) for a in (2, -2, 6, -6, 1, -1)] == [1, -1, 2, -2, 1, 0]
+    assert tflite_requantize(1, (1 << 30) + 1, -1) == 1 and exact_requantize(1, (1 << 30) + 1, -1) == 0
+    assert tflite_requantize(INT_MIN, INT_MIN, 0) == INT_MAX  # the saturating case
+    assert tflite_requantize(INT_MIN, INT_MIN, -1) == 1 << 30
+    assert tflite_requantize(1 << 29, INT_MIN, 2) == INT_MAX  # 2^31 wraps to INT32_MIN: saturates too
+    assert tflite_requantize(3, 1 << 30, 31) == tflite_requantize(-1, 1 << 30, 31) == -(1 << 30)  # x wraps to INT32_MIN
+    assert tflite_requantize(2, 1 << 30, 31) == 0  # x wraps to 0
+    assert tflite_requantize(5, INT_MAX, 32) == 0 and tflite_requantize(INT_MIN, INT_MAX, -32) == 0
+
+
+def test_qvanilla_requantize_tflite_matches_python(drivers):
+    """qvanilla_requantize_tflite equals the Python reference for every kind of argument: int32's
+    ends, ties of either rounding at both signs (the high multiply's: acc odd with M = 2^30;
+    the division's: acc * 2^30 / 2^31 an odd multiple of 2^(right-1)), the saturating high
+    multiply (INT32_MIN by INT32_MIN, or through a wrapping left shift), every shift in
+    [-31, 30], left shifts that wrap, and shifts beyond the range."""
+    rng = np.random.default_rng(2)
+    n = 20000
+    ends = np.array([INT_MIN, INT_MIN + 1, -1, 0, 1, INT_MAX - 1, INT_MAX], np.int64)
+    acc = np.where(rng.random(n) < 0.3, rng.choice(ends, n), rng.integers(INT_MIN, INT_MAX, n, endpoint=True))
+    multiplier = np.where(rng.random(n) < 0.3, rng.choice(ends, n), rng.integers(INT_MIN, INT_MAX, n, endpoint=True))
+    small = np.where(rng.random(n) < 0.5, rng.integers(-8, 9, n), acc >> rng.integers(0, 31, n))
+    acc = np.where(rng.random(n) < 0.3, small, acc)  # small accumulators: results that do not saturate
+    shift = rng.integers(-31, 31, n)
+    shift[:400] = rng.choice([-70, -33, -32, 31, 32, 33, 62, 63, 64, INT_MIN, INT_MAX, INT_MIN + 1], 400)
+    rows = [(acc, multiplier, shift)]
+    # ties at both signs, of the high multiply (an odd accumulator times 2^30: h = k + 1/2) and of
+    # the division (acc = (2k + 1) * 2^right times 2^30: h / 2^right = k + 1/2), and next to them
+    # (multipliers 2^30 +- 1), at every right shift
+    for right in range(32):
+        odd = 2 * rng.integers(0, 1 << max(0, 30 - right), 16) + 1  # odd * 2^right <= 2^31
+        for m in (1 << 30, (1 << 30) + 1, (1 << 30) - 1, -(1 << 30)):
+            for a in (odd, -odd, odd << right, -(odd << right)):
+                a = a[(a >= INT_MIN) & (a <= INT_MAX)]
+                rows.append((a, np.full(a.size, m), np.full(a.size, -right)))
+    # the saturating case at every shift, directly and through left shifts that wrap to INT32_MIN
+    shifts = np.arange(-31, 31)
+    rows.append((np.full(shifts.size, INT_MIN), np.full(shifts.size, INT_MIN), shifts))
+    left = np.arange(1, 31)
+    rows.append((np.int64(1) << (31 - left), np.full(left.size, INT_MIN), left))
+    rows.append((-(np.int64(1) << (31 - left)), np.full(left.size, INT_MIN), left))  # exactly INT32_MIN
+    rows.append((3 * (np.int64(1) << (30 - left)), np.full(left.size, INT_MIN), left + 1))  # 3 * 2^31 wraps
+    # left shifts that wrap, with multipliers of both signs
+    wraps = rng.integers(1, 31, 2000)
+    rows.append((rng.integers(INT_MIN, INT_MAX, 2000, endpoint=True), rng.choice(ends, 2000), wraps))
+    rows.append((rng.integers(-(1 << 20), 1 << 20, 2000), rng.integers(1 << 30, 1 << 31, 2000), wraps))
+    acc, multiplier, shift = (np.concatenate(parts) for parts in zip(*rows))
+    arrays = [a.astype(np.int64).astype(np.int32) for a in (acc, multiplier, shift, np.zeros(acc.size))]
+    assert np.array_equal(arrays[0], acc) and np.array_equal(arrays[2], shift)
+    [(status, (_, _, _, got))] = run_both(drivers, [Call("qvanilla_requantize_tflite", arrays, [])])
+    want = [tflite_requantize(a, m, s) for a, m, s in zip(*arrays[:3])]
+    assert status == 0 and np.array_equal(got, np.array(want, np.int32))
+
+
 def qvanilla_errors():
     """(expected code name, Call) for each kind of bad argument of every QVanilla conv entry that
     has the argument."""
     base = dict(ih=4, iw=4, ic=2, oh=2, ow=2, oc=3, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=0, pad_left=0,
-                input_zp=0, weight_zp=0, output_zp=0, act_min=-128, act_max=127)
+                input_zp=0, weight_zp=0, output_zp=0, act_min=-128, act_max=127, rounding=0)
     cases = []
 
     def add(code, arrays=None, null_p=False, entries=QENTRIES, **changed):
@@ -942,18 +1049,27 @@ def qvanilla_errors():
             shifts = [0] * (channels - 1) + [bad]
             table = np.array([[0] * channels, [1 << 30] * channels, shifts], np.int32)
             add("ESHIFT", dict(full, params=table), entries=[entry])
+            add("ESHIFT", dict(full, params=table), entries=[entry], rounding=Q["ROUNDING_TFLITE"])
+            add("ESHIFT", dict(full, params=table), entries=[entry], rounding=2)  # the shifts come first
+        table = np.array([[0] * channels, [1 << 30] * channels, [-31] + [30] * (channels - 1)], np.int32)
+        for bad in (2, -1, INT_MIN, INT_MAX):
+            add("EROUNDING", dict(full, params=table), entries=[entry], rounding=bad)
     # Several problems at once: the first in the order of the header's list.
     add("EINVAL", {"input": None}, ih=0, input_zp=500)
+    add("EINVAL", null_p=True, rounding=-1)
     add("ECLAMP", act_min=1, act_max=0, output_zp=300, stride_h=2**30, oh=3)
-    add("EZEROPOINT", output_zp=300, stride_h=2**30, oh=3)
+    add("EZEROPOINT", output_zp=300, stride_h=2**30, oh=3, rounding=7)
     add("ERANGE", dict(params=np.array([[0] * 3, [1] * 3, [99] * 3], np.int32)), stride_h=2**30, oh=3)
+    add("ERANGE", dict(params=np.array([[0] * 3, [1] * 3, [0] * 3], np.int32)), stride_h=2**30, oh=3, rounding=3)
     return cases
 
 
 def test_qvanilla_status_codes_are_distinct():
     assert Q["OK"] == 0 and (Q["SHIFT_MIN"], Q["SHIFT_MAX"]) == (-31, 30)
+    assert (Q["ROUNDING_UPWARD"], Q["ROUNDING_TFLITE"]) == (0, 1)
     errors = {k: v for k, v in Q.items() if k.startswith("E")}
-    assert set(errors) == {"EINVAL", "ESIZE", "ESTRIDE", "EPAD", "ECLAMP", "EZEROPOINT", "ERANGE", "ESHIFT"}
+    assert set(errors) == {"EINVAL", "ESIZE", "ESTRIDE", "EPAD", "ECLAMP", "EZEROPOINT", "ERANGE", "ESHIFT",
+                           "EROUNDING"}
     assert len(set(errors.values())) == len(errors) and 0 not in errors.values()
 
 

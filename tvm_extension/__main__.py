@@ -1,7 +1,7 @@
 """``python -m tvm_extension``: inspect the extensions found, or scaffold a new backend.
 
     python -m tvm_extension list [--experimental-tvm-extension PATH ...]
-    python -m tvm_extension new NAME [--directory DIR]
+    python -m tvm_extension new NAME [--directory DIR] [--int8]
     python -m tvm_extension examples      # the folder of the example extensions (Vanilla, QVanilla)
 """
 import argparse
@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     new = sub.add_parser("new", help="create a working backend project for a new accelerator")
     new.add_argument("name", help="the accelerator's name: a Python identifier, also its target name")
     new.add_argument("--directory", default=".", help="where to create the NAME folder (default: here)")
+    new.add_argument("--int8", action="store_true",
+                     help="an int8 backend (TFLite's quantized convs, both roundings) instead of the float32 one")
     sub.add_parser("examples", help="print the folder of the example extensions, for --experimental-tvm-extension")
     args = parser.parse_args(argv)
     if args.command == "list":
@@ -48,7 +50,7 @@ def main(argv=None) -> int:
     from tvm_extension.scaffold import ScaffoldError, create  # pylint: disable=import-outside-toplevel
 
     try:
-        project = create(args.name, args.directory)
+        project = create(args.name, args.directory, int8=args.int8)
     except ScaffoldError as err:
         sys.stderr.write(f"Error: {err}\n")
         return 2

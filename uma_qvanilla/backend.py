@@ -13,6 +13,9 @@ from .patterns import conv_problem, qconv2d_pattern, why_not_offloaded
 class QVanillaBackend(UMABackend):
     """UMA backend for QVanilla."""
 
+    # Its kernel computes TFLite's rounding too, when a requantize asks for it (--tflite-exact).
+    computes_tflite_rounding = True
+
     def __init__(self):
         # One kernel call per quantized conv: regions must not merge.
         super().__init__(merge_compiler_regions=False)

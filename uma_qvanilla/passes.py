@@ -14,6 +14,7 @@ import tvm
 from tvm import relay, tir
 
 from tvm_extension.uma import offloaded_functions, status_checked
+from tvm_extension.uma.requantize import rounding_code  # the codes are qvanilla.h's QVANILLA_ROUNDING_*
 
 from . import packing, quantization
 from .patterns import constant_operand, is_depthwise, lower_clamps, out_channels, split_chain
@@ -40,7 +41,7 @@ def _prepare(func: relay.Function) -> relay.Function:
                                               weight_zp, input_zp, bias)
     else:
         packed, bias = packing.pack_conv(weight, weight_zp, input_zp, bias)
-    params = quantization.channel_params(bias, requant.args[1].data.numpy(), requant.args[3].data.numpy(), channels)
+    params = quantization.chain_channel_params(parts, bias, channels)
     act_min, act_max = quantization.activation_range(
         clip.attrs.a_min if clip else None, clip.attrs.a_max if clip else None
     )
@@ -53,6 +54,7 @@ def _prepare(func: relay.Function) -> relay.Function:
         "stride_h": int(attrs.strides[0]), "stride_w": int(attrs.strides[1]),
         "pad_top": pad_top, "pad_left": pad_left,
         "input_zp": input_zp, "output_zp": int(_scalar(requant.args[4])), "act_min": act_min, "act_max": act_max,
+        "rounding": rounding_code(requant),
     }
     # A stand-in TVM lowers in no time, reading the input, the packed weights and the channel
     # table (which become the PrimFunc's buffers) and of the output's type; the TIR pass
@@ -92,7 +94,7 @@ class QVanillaConv2DPass:
         _, ih, iw, ic = data.shape
         _, oh, ow, oc = output.shape
         scalars = [tir.IntImm("int32", q[n]) for n in ("kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left",
-                                                       "input_zp", "output_zp", "act_min", "act_max")]
+                                                       "input_zp", "output_zp", "act_min", "act_max", "rounding")]
         if q["depthwise"]:
             call = ("qvanilla_depthwise_conv2d_nhwc_packed_s8", ih, iw, oc, oh, ow)
         else:

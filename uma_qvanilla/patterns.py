@@ -10,6 +10,9 @@ import numpy as np
 from tvm import relay
 from tvm.relay.dataflow_pattern import is_constant, is_op, wildcard
 
+from tvm_extension.tflite_exact.rewrite import TFLITE
+from tvm_extension.uma.requantize import requantize_int, rounding_code
+
 
 def qconv2d_pattern():
     conv = is_op("qnn.conv2d")(wildcard(), is_constant(), is_constant(), is_constant(), is_constant(), is_constant())
@@ -118,21 +121,22 @@ def why_not_offloaded(root) -> Optional[str]:
         return "requantize input zero point is not 0"
     if not requant.args[1].data.numpy().size in (1, channels) or int(requant.attrs.axis) not in (-1, 3):
         return "requantize scales are not per output channel"
-    if str(requant.attrs.rounding) not in ("None", "UPWARD"):
+    if str(requant.attrs.rounding) not in ("None", "UPWARD", TFLITE):
         return f"rounding {requant.attrs.rounding}"
     return None
 
 
 def lower_clamps(parts):
     """Per channel, the int8 value ``maximum(acc, c)`` before requantizing clamps to."""
-    from .quantization import channel_params, requantize  # pylint: disable=import-outside-toplevel
+    from .quantization import chain_channel_params  # pylint: disable=import-outside-toplevel
 
     requant = parts["qnn.requantize"]
     channels = int(parts["qnn.conv2d"].checked_type.shape[-1 if parts["qnn.conv2d"].attrs.data_layout == "NHWC" else 1])
-    params = channel_params(None, requant.args[1].data.numpy(), requant.args[3].data.numpy(), channels)
+    params = chain_channel_params(parts, None, channels)
+    rounding = rounding_code(requant)
     threshold = constant_operand(parts["maximum"]).data.numpy().reshape(-1)
     if threshold.size not in (1, channels):
         raise ValueError(f"ReLU threshold of {threshold.size} values for {channels} channels")
     threshold = np.broadcast_to(threshold, (channels,))
     zp = int(np.asarray(requant.args[4].data.numpy()).reshape(-1)[0])
-    return [requantize(int(t), int(m), int(s)) + zp for t, m, s in zip(threshold, params[1], params[2])]
+    return [requantize_int(int(t), int(m), int(s), rounding) + zp for t, m, s in zip(threshold, params[1], params[2])]

@@ -14,11 +14,18 @@ towards +infinity, in 64-bit arithmetic.  ReLU and ReLU6 arrive as a clip on the
 which becomes ``act_min``/``act_max``.  ONNX QDQ models, once TVM's FakeQuantizationToInteger
 has made them integer, carry ReLU as ``maximum(acc, c)`` before requantizing; requantizing is
 monotonic, so that too is a lower clamp: ``act_min = requant(c) + output_zp``.
+
+A requantize marked ``rounding="TFLITE"`` (``tvmc --tflite-exact``) asks for TFLite's
+MultiplyByQuantizedMultiplier instead: two roundings (SaturatingRoundingDoublingHighMul, then
+RoundingDivideByPOT, ties away from zero), with (multiplier, shift) from the conv's scales in
+double precision; the kernel is told which (``QVANILLA_ROUNDING_TFLITE``).
 """
 import math
 from typing import Tuple
 
 import numpy as np
+
+from tvm_extension.uma.requantize import channel_multipliers
 
 
 def fixed_point_multiplier(ratio: float) -> Tuple[int, int]:
@@ -47,6 +54,14 @@ def channel_params(bias, requant_input_scale, output_scale, channels: int) -> np
     out_scale = float(np.asarray(output_scale, np.float32).reshape(-1)[0])
     pairs = [fixed_point_multiplier(float(s) / out_scale) for s in scales]
     return np.stack([bias, [m for m, _ in pairs], [s for _, s in pairs]]).astype(np.int32)
+
+
+def chain_channel_params(parts, bias, channels: int) -> np.ndarray:
+    """``channel_params`` of a matched chain ({op name: call}, ``patterns.split_chain``), with
+    the multipliers of the rounding its requantize asks for (``tvm_extension.uma.requantize``)."""
+    multipliers, shifts = channel_multipliers(parts["qnn.conv2d"], parts["qnn.requantize"], channels)
+    bias = np.zeros(channels, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
+    return np.stack([bias, multipliers, shifts]).astype(np.int32)
 
 
 def activation_range(clip_min=None, clip_max=None, dtype="int8") -> Tuple[int, int]:

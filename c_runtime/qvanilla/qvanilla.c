@@ -18,8 +18,9 @@
  * 16 int8 inputs widened and multiplied by 16 int16 weights into 32-bit sums per tap, or, for
  * weights in [-128, 127], two taps at a time summed exactly in 16-bit lanes.
  * The output stage (requantization, zero point, clamp) runs on rows of accumulators, 16 channels
- * at a time, vectorised and exact: see requant_rows(); channels it cannot take exactly that way
- * take finish(), exact 64-bit integer arithmetic per output.
+ * at a time, vectorised and exact in either rounding (TVM's or TFLite's): see requant_rows();
+ * channels it cannot take exactly that way take finish() (finish_tflite()), exact 64-bit integer
+ * arithmetic per output.
  * gcc -O2 -fopt-info-vec reports the loops of dot2x4(), dw_taps(), dw_pairs(), requant_lanes(),
  * pack_row(), widen() and fill() vectorised.
  *
@@ -59,7 +60,7 @@ enum {
 
 static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
 
-/* floor(x / 2^n), 0 < n < 64: an arithmetic right shift, spelled so that standard C defines it
+/* floor(x / 2^n), 0 <= n < 64: an arithmetic right shift, spelled so that standard C defines it
  * (>> of a negative value is implementation-defined); gcc and clang emit one sar for it. */
 static int64_t floor_shift(int64_t x, int n) { return x < 0 ? ~(~x >> n) : x >> n; }
 
@@ -99,19 +100,59 @@ static int32_t wrapped(uint32_t u) {
   return u <= INT32_MAX ? (int32_t)u : (int32_t)(u - 2147483648u) - INT32_MAX - 1;
 }
 
-/* One output channel's output stage, ready to apply: see finish(). */
+/* gemmlowp's SaturatingRoundingDoublingHighMul: a * b / 2^31, nudged by 2^30 (1 - 2^30 if the
+ * product is negative) and truncated toward zero as C's division does; INT32_MAX for the one
+ * product whose quotient leaves int32 (a = b = INT32_MIN, 2^62).  Otherwise |a * b| < 2^62 and the
+ * quotient is in [-2^31 + 1, 2^31 - 1]. */
+static int32_t doubling_high_mul(int32_t a, int32_t b) {
+  if (a == INT32_MIN && b == INT32_MIN) return INT32_MAX;
+  const int64_t ab = (int64_t)a * b;
+  const int64_t nudge = ab >= 0 ? (int64_t)1 << 30 : 1 - ((int64_t)1 << 30);
+  return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+}
+
+/* gemmlowp's RoundingDivideByPOT: x / 2^exponent rounded half away from zero, exponent in [0, 31]:
+ * the floor, plus one where the remainder (x's low bits, x & mask) passes half (half less one if
+ * x >= 0, so that a positive tie goes up, a negative one down). */
+static int32_t divide_by_pot(int32_t x, int exponent) {
+  const uint32_t mask = (uint32_t)(((uint64_t)1 << exponent) - 1);
+  const uint32_t remainder = (uint32_t)x & mask; /* modulo 2^32: two's complement's low bits */
+  const uint32_t threshold = (mask >> 1) + (x < 0 ? 1u : 0u);
+  return (int32_t)(floor_shift(x, exponent) + (remainder > threshold ? 1 : 0)); /* +1 only if exponent > 0 */
+}
+
+int32_t qvanilla_requantize_tflite(int32_t acc, int32_t multiplier, int32_t shift) {
+  if (shift < QVANILLA_SHIFT_MIN) return 0; /* |h| < 2^31: |h / 2^-shift| < 1/2, rounded to 0 */
+  /* acc * 2^left in int32 arithmetic, i.e. modulo 2^32: 0 from left = 32 on */
+  const uint32_t x = shift <= 0 ? (uint32_t)acc : shift < 32 ? (uint32_t)acc << shift : 0u;
+  return divide_by_pot(doubling_high_mul(wrapped(x), multiplier), shift < 0 ? -shift : 0);
+}
+
+/* One output channel's output stage, ready to apply: see finish() and finish_tflite(). */
 typedef struct {
   uint32_t bias;   /* the bias (input zero point folded in) */
-  int32_t right;   /* 31 - shift, in [1, 62] */
+  int32_t right;   /* upward: 31 - shift, in [1, 62]; TFLite: 31 + max(-shift, 0), in [31, 62] */
+  int32_t left;    /* TFLite: max(shift, 0), in [0, 30]; upward: 0 */
   int64_t multiplier, round;
+  int64_t fix;     /* TFLite: what a negative high product takes off round (see finish_tflite) */
 } qchan;
 
-static qchan channel(const int32_t* channel_params, size_t channels, size_t o, uint32_t bias) {
+static qchan channel(const int32_t* channel_params, size_t channels, size_t o, uint32_t bias, int32_t rounding) {
+  const int32_t shift = channel_params[2 * channels + o];
   qchan q;
   q.bias = bias;
   q.multiplier = channel_params[channels + o];
-  q.right = 31 - channel_params[2 * channels + o];
-  q.round = (int64_t)1 << (q.right - 1);
+  if (rounding == QVANILLA_ROUNDING_TFLITE) {
+    q.left = shift > 0 ? shift : 0;
+    q.right = 31 + (shift < 0 ? -shift : 0);
+    q.fix = q.right > 31 ? (int64_t)1 << 31 : 0;
+    q.round = ((int64_t)1 << 30) + (q.right > 31 ? (int64_t)1 << (q.right - 1) : 0);
+  } else {
+    q.left = 0;
+    q.right = 31 - shift;
+    q.fix = 0;
+    q.round = (int64_t)1 << (q.right - 1);
+  }
   return q;
 }
 
@@ -125,6 +166,34 @@ static inline int8_t finish(uint32_t sum, const qchan* q, int64_t lo, int64_t hi
   r = r < lo ? lo : r; /* two selects (cmov), no branch: a ReLU clamps about half the outputs */
   r = r > hi ? hi : r;
   return (int8_t)(r + zp);
+}
+
+/* finish() in TFLite's rounding: clamp(output_zp + qvanilla_requantize_tflite(sum + bias)), lo/hi
+ * the clamp less output_zp.  With x = (sum + bias) * 2^left wrapped to int32, ab = x * M and
+ * n = right - 31 = max(-shift, 0):
+ *  - the high multiply is floor((ab + 2^30) / 2^31) (for ab < 0, truncating ab + 1 - 2^30 < 0
+ *    rounds it up: ceil(y / 2^31) = floor((y + 2^31 - 1) / 2^31)), negative iff ab < -2^30;
+ *  - dividing an integer h by 2^n (n >= 1) rounding half away from zero is
+ *    floor((h + 2^(n-1) - [h < 0]) / 2^n), and floor((floor(a / 2^31) + c) / 2^n) =
+ *    floor((a + c * 2^31) / 2^(31+n)); so the result is
+ *        floor((ab + 2^30 + 2^(30+n) - [ab < -2^30] * 2^31) / 2^(31+n))   (n >= 1),
+ *        floor((ab + 2^30) / 2^31)                                          (n = 0),
+ *    round = 2^30 + 2^(30+n) and fix = 2^31 (2^30 and 0 if n = 0).
+ * The high multiply's saturation (x = M = INT32_MIN: ab = 2^62, h = INT32_MAX) comes out the same
+ * for n >= 1, and 2^31 instead of INT32_MAX for n = 0: both beyond the clamp.  |ab| <= 2^62,
+ * round <= 2^30 + 2^61: no overflow. */
+static inline int8_t finish_tflite(uint32_t sum, const qchan* q, int64_t lo, int64_t hi, int32_t zp) {
+  const int64_t ab = (int64_t)wrapped((sum + q->bias) << q->left) * q->multiplier;
+  int64_t r = floor_shift(ab + q->round - (ab < -((int64_t)1 << 30) ? q->fix : 0), q->right);
+  r = r < lo ? lo : r;
+  r = r > hi ? hi : r;
+  return (int8_t)(r + zp);
+}
+
+/* The output stage of one accumulator in the rounding of p (see finish(), finish_tflite()). */
+static inline int8_t finish_any(uint32_t sum, const qchan* q, int64_t lo, int64_t hi, const qvanilla_conv_params* p) {
+  return p->rounding == QVANILLA_ROUNDING_TFLITE ? finish_tflite(sum, q, lo, hi, p->output_zp)
+                                                 : finish(sum, q, lo, hi, p->output_zp);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -151,7 +220,14 @@ static inline int8_t finish(uint32_t sum, const qchan* q, int64_t lo, int64_t hi
  * do not all qualify (multipliers far below 2^30 or extreme shifts, which put L or H beyond 2^24
  * or the sum beyond 64 bits; a plateau too narrow for the estimate, possible if |M| > 2^R / 2)
  * takes finish().  A channel whose output does not depend on the accumulator (multiplier 0,
- * act_min = act_max) has v = 0. */
+ * act_min = act_max) has v = 0.
+ *
+ * TFLite's rounding (finish_tflite()), for shift <= 0 (R = 31 - shift as above; a block with a
+ * channel of shift > 0, whose int32 left shift may wrap, takes finish_tflite()):
+ *     r(s) = floor((s * M + K(s)) / 2^R),  K(s) = 2^(R-1) + 2^30, less 2^31 where s * M < -2^30
+ * (K = 2^30 if R = 31), again monotonic.  s * M grows with v, so the lanes take the second K from
+ * one v on: v >= vt adds delta = 2^(31 + d) to C (C computed with K(s0); delta = 0 where every
+ * s * M in [L, H] is on the side of s0). */
 enum { QL = 16 }; /* channels per block (one vector of int8 outputs; = CB) */
 
 typedef struct {
@@ -160,13 +236,23 @@ typedef struct {
   float bottom[QL], top[QL];
   uint32_t m[QL];                   /* |M| */
   uint64_t c[QL];                   /* C */
-  int32_t right;                    /* Rb, or 0: this block takes finish() with qc */
+  float vt[QL];                     /* TFLite: C + delta from v = vt on */
+  uint64_t delta[QL];
+  int32_t right;                    /* Rb, or 0: this block takes finish() (finish_tflite()) with qc */
   qchan qc[QL];                     /* in channel order */
 } qblock;
 
-/* r(s) = floor((s * multiplier + 2^(right-1)) / 2^right), |s| <= 2^31, right in [1, 62]. */
-static int64_t rounded(int64_t s, int32_t multiplier, int right) {
-  return floor_shift(s * multiplier + ((int64_t)1 << (right - 1)), right);
+/* K: what r(s) adds to sm = s * multiplier before the shift, upward or TFLite's (right >= 31). */
+static int64_t rounding_term(int64_t sm, int right, int tflite) {
+  if (!tflite) return (int64_t)1 << (right - 1);
+  if (right == 31) return (int64_t)1 << 30;
+  return ((int64_t)1 << (right - 1)) + ((int64_t)1 << 30) - (sm < -((int64_t)1 << 30) ? (int64_t)1 << 31 : 0);
+}
+
+/* r(s) = floor((s * multiplier + K) / 2^right), |s| <= 2^31, right in [1, 62] ([31, 62] if tflite). */
+static int64_t rounded(int64_t s, int32_t multiplier, int right, int tflite) {
+  const int64_t sm = s * multiplier;
+  return floor_shift(sm + rounding_term(sm, right, tflite), right);
 }
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -182,21 +268,29 @@ static int64_t round_double(double x) {
   return (double)t > y ? t - 1 : t; /* floor(y) */
 }
 
+/* The middle of the plateau where r(s) = k: k * unit, or in TFLite's rounding (R > 31) off by
+ * -skew (k > 0, K = 2^(R-1) + 2^30) or +skew (k < 0, K = 2^(R-1) - 2^30), skew = 2^30 / M (the
+ * plateau of 0 straddles the change of K and is centred on 0). */
+static double plateau(int64_t k, double unit, double skew) {
+  return (double)k * unit - (k > 0 ? skew : k < 0 ? -skew : 0.0);
+}
+
 /* b = the output stage of the channels o0 .. o0 + n - 1 (n <= QL) of a table of `channels`, with
  * biases bias[0 .. n) (input zero point folded in), lanes in the order lane(); the lanes of
  * channels from n on are constant.  [L, H]: both ends on the plateaus where output_zp + r(s) is
  * act_min and act_max, estimated by their middles (the plateaus are at least two accumulators wide
- * when |M| < 2^R / 2), then checked exactly; any such [L, H] will do. */
+ * when |M| < 2^R / 2, upward), then checked exactly; any such [L, H] will do. */
 static void block_setup(qblock* b, const uint32_t* bias, const int32_t* channel_params, size_t channels, size_t o0,
                         size_t n, int transposed, const qvanilla_conv_params* p) {
   const double limit = (double)((int64_t)1 << 24);
   const int64_t zp = p->output_zp, amin = p->act_min, amax = p->act_max;
+  const int tflite = p->rounding == QVANILLA_ROUNDING_TFLITE;
   int64_t L[QL], H[QL], base[QL];
   int right[QL], rb = 1;
   b->right = 0; /* finish(), unless every channel qualifies */
   for (size_t j = 0; j < QL; ++j) {
     b->bias[lane(j, transposed)] = j < n ? bias[j] : 0;
-    b->qc[j] = channel(channel_params, channels, o0 + (j < n ? j : 0), j < n ? bias[j] : 0);
+    b->qc[j] = channel(channel_params, channels, o0 + (j < n ? j : 0), j < n ? bias[j] : 0, p->rounding);
   }
   for (size_t j = 0; j < QL; ++j) {
     const size_t l = lane(j, transposed);
@@ -206,13 +300,14 @@ static void block_setup(qblock* b, const uint32_t* bias, const int32_t* channel_
     b->m[l] = 0;
     base[l] = clamp64(zp, amin, amax); /* out(0) */
     if (multiplier == 0 || amin == amax) continue; /* out(s) = out(0) for every s */
-    if (r > 50) return;
+    if (r > 50 || b->qc[j].left > 0) return;
     const double unit = (double)((int64_t)1 << r) / multiplier; /* the plateau of r(s) = k is around k * unit */
-    const double ea = (double)(amin - zp) * unit, eb = (double)(amax - zp) * unit;
+    const double skew = tflite && r > 31 ? (double)((int64_t)1 << 30) / multiplier : 0.0;
+    const double ea = plateau(amin - zp, unit, skew), eb = plateau(amax - zp, unit, skew);
     if (!(ea > -limit && ea < limit && eb > -limit && eb < limit)) return;
     L[l] = round_double(ea < eb ? ea : eb);
     H[l] = round_double(ea < eb ? eb : ea);
-    const int64_t rl = rounded(L[l], multiplier, r), rh = rounded(H[l], multiplier, r);
+    const int64_t rl = rounded(L[l], multiplier, r, tflite), rh = rounded(H[l], multiplier, r, tflite);
     /* exactly: out(s) = out(L) below L, out(H) above H (r is monotonic), no clamping in between */
     if (zp + rl != (multiplier > 0 ? amin : amax) || zp + rh != (multiplier > 0 ? amax : amin)) return;
     b->m[l] = multiplier > 0 ? (uint32_t)multiplier : 0u - (uint32_t)multiplier;
@@ -224,27 +319,39 @@ static void block_setup(qblock* b, const uint32_t* bias, const int32_t* channel_
     const size_t l = lane(j, transposed);
     b->scale[l] = b->offset[l] = b->bottom[l] = b->top[l] = 0.0f; /* v = 0 */
     b->c[l] = (uint64_t)(base[l] + 128) << rb;
+    b->vt[l] = 0.0f;
+    b->delta[l] = 0;
     if (b->m[l] == 0) continue;
     const int32_t multiplier = channel_params[channels + o0 + j];
     const int r = right[l], d = rb - r;
     if (d > 30 || H[l] - L[l] > (int64_t)1 << 24 || H[l] - L[l] >= (int64_t)1 << (31 - d)) return; /* v < 2^31 */
-    const int64_t s0 = multiplier > 0 ? L[l] : H[l], half = (int64_t)1 << (r - 1);
+    const int64_t s0 = multiplier > 0 ? L[l] : H[l], sm0 = s0 * multiplier;
     const float scale = (float)((int64_t)1 << d);
     b->scale[l] = multiplier > 0 ? scale : -scale;
     b->offset[l] = (float)(multiplier > 0 ? -s0 : s0) * scale;
     b->top[l] = (float)(H[l] - L[l]) * scale;
-    /* (s0 * M + 2^(r-1) - r(s0) * 2^r) in [0, 2^r), then the output, 128 too large; v * |M| + C
+    /* (s0 * M + K(s0) - r(s0) * 2^r) in [0, 2^r), then the output, 128 too large; v * |M| + C (+ delta)
      * < 2^(rb + 9) <= 2^59 */
-    b->c[l] = ((uint64_t)(s0 * multiplier + half - (base[l] - zp) * 2 * half) << d) + ((uint64_t)(base[l] + 128) << rb);
+    b->c[l] = ((uint64_t)(sm0 + rounding_term(sm0, r, tflite) - (base[l] - zp) * ((int64_t)1 << r)) << d) +
+              ((uint64_t)(base[l] + 128) << rb);
+    if (tflite && r > 31 && sm0 < -((int64_t)1 << 30)) {
+      /* k = the first step from s0 (v = k * 2^d) with s * M >= -2^30, where K gains 2^31 */
+      const int64_t need = -((int64_t)1 << 30) - sm0, k = (need + b->m[l] - 1) / b->m[l];
+      if (k <= H[l] - L[l]) { /* <= 2^24: vt exact in float */
+        b->vt[l] = (float)k * scale;
+        b->delta[l] = (uint64_t)1 << (31 + d);
+      }
+    }
   }
   b->right = rb;
 }
 
 /* o[i * QL + l] = 128 + the output of lane l of row i (acc + i * stride), in [0, 255], i < rows:
  * four lanes at a time over the rows, their parameters in registers, vectorised by gcc -O2
- * (cvtdq2ps, mulps, addps, maxps, minps, cvttps2dq, pmuludq, paddq, psrlq). */
-static void requant_lanes(const uint32_t* restrict acc, size_t stride, size_t rows, const qblock* restrict b,
-                          uint32_t* restrict o) {
+ * (cvtdq2ps, mulps, addps, maxps, minps, cvttps2dq, pmuludq, paddq, psrlq; TFLite's rounding
+ * adds cmpps and a masked paddq). */
+static ALWAYS_INLINE void lanes(const uint32_t* restrict acc, size_t stride, size_t rows, const qblock* restrict b,
+                                uint32_t* restrict o, int tflite) {
   const int right = b->right;
   for (int g = 0; g < QL; g += 4) {
     for (size_t i = 0; i < rows; ++i) {
@@ -252,10 +359,22 @@ static void requant_lanes(const uint32_t* restrict acc, size_t stride, size_t ro
         float v = (float)wrapped(acc[i * stride + (size_t)l] + b->bias[l]) * b->scale[l] + b->offset[l];
         v = v > b->bottom[l] ? v : b->bottom[l]; /* maxps (a constant 0 would become a compare and an and) */
         v = v < b->top[l] ? v : b->top[l];       /* minps */
-        o[i * QL + (size_t)l] = (uint32_t)(((uint64_t)(uint32_t)(int32_t)v * b->m[l] + b->c[l]) >> right);
+        uint64_t c = b->c[l];
+        if (tflite) c += b->delta[l] & (0 - (uint64_t)(v >= b->vt[l])); /* a mask, not a branch */
+        o[i * QL + (size_t)l] = (uint32_t)(((uint64_t)(uint32_t)(int32_t)v * b->m[l] + c) >> right);
       }
     }
   }
+}
+
+static void requant_lanes(const uint32_t* restrict acc, size_t stride, size_t rows, const qblock* restrict b,
+                          uint32_t* restrict o) {
+  lanes(acc, stride, rows, b, o, 0);
+}
+
+static void requant_lanes_tflite(const uint32_t* restrict acc, size_t stride, size_t rows, const qblock* restrict b,
+                                 uint32_t* restrict o) {
+  lanes(acc, stride, rows, b, o, 1);
 }
 
 static int little_endian(void) {
@@ -287,6 +406,15 @@ static void requant_rows(const uint32_t* acc, size_t stride, size_t rows, const 
   uint32_t o[TILE * QL];
   for (size_t j0 = 0; j0 < n; j0 += QL, ++blocks) {
     const size_t nb = n - j0 < QL ? n - j0 : QL;
+    if (blocks->right == 0 && p->rounding == QVANILLA_ROUNDING_TFLITE) {
+      for (size_t i = 0; i < rows; ++i) {
+        for (size_t j = 0; j < nb; ++j) {
+          out[i * ostride + j0 + j] = finish_tflite(acc[i * stride + j0 + lane(j, transposed)], &blocks->qc[j], lo,
+                                                    hi, p->output_zp);
+        }
+      }
+      continue;
+    }
     if (blocks->right == 0) {
       for (size_t i = 0; i < rows; ++i) {
         for (size_t j = 0; j < nb; ++j) {
@@ -296,7 +424,8 @@ static void requant_rows(const uint32_t* acc, size_t stride, size_t rows, const 
       }
       continue;
     }
-    requant_lanes(acc + j0, stride, rows, blocks, o);
+    if (p->rounding == QVANILLA_ROUNDING_TFLITE) requant_lanes_tflite(acc + j0, stride, rows, blocks, o);
+    else requant_lanes(acc + j0, stride, rows, blocks, o);
     for (size_t i = 0; i < rows; ++i) {
       if (nb == QL) {
         pack_row(o + i * QL, out + i * ostride + j0, transposed);
@@ -361,6 +490,8 @@ static int32_t check(const int8_t* input, const void* weights, const int32_t* ch
   for (int32_t o = 0; o < p->oc; ++o) {
     if (shift[o] < QVANILLA_SHIFT_MIN || shift[o] > QVANILLA_SHIFT_MAX) return QVANILLA_ESHIFT;
   }
+  /* Last, as the header lists it (the shifts' range is the same in both roundings). */
+  if (p->rounding != QVANILLA_ROUNDING_UPWARD && p->rounding != QVANILLA_ROUNDING_TFLITE) return QVANILLA_EROUNDING;
   return QVANILLA_OK;
 }
 
@@ -576,8 +707,8 @@ static void conv_packed_direct(const int8_t* input, const int16_t* packed, const
             for (size_t c = 0; c < ic; ++c) sum += (uint32_t)((in ? in[c] : p->input_zp) * wk[c]);
           }
         }
-        const qchan q = channel(channel_params, oc, o, (uint32_t)channel_params[o]);
-        out[o] = finish(sum, &q, lo, hi, p->output_zp);
+        const qchan q = channel(channel_params, oc, o, (uint32_t)channel_params[o], p->rounding);
+        out[o] = finish_any(sum, &q, lo, hi, p);
       }
     }
   }
@@ -612,8 +743,9 @@ static void conv_plain_direct(const int8_t* input, const int8_t* weights, const 
         }
         int8_t* out = output + ((size_t)y * p->ow + x) * p->oc + o0;
         for (int32_t o = 0; o < n; ++o) {
-          const qchan q = channel(channel_params, (size_t)p->oc, (size_t)(o0 + o), (uint32_t)channel_params[o0 + o]);
-          out[o] = finish(acc[o], &q, lo, hi, p->output_zp);
+          const qchan q = channel(channel_params, (size_t)p->oc, (size_t)(o0 + o), (uint32_t)channel_params[o0 + o],
+                                  p->rounding);
+          out[o] = finish_any(acc[o], &q, lo, hi, p);
         }
       }
     }
@@ -637,10 +769,10 @@ int32_t qvanilla_conv2d_nhwc_s8(int8_t* input, int8_t* weights, int32_t* channel
                                 int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow, int32_t oc,
                                 int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
                                 int32_t pad_left, int32_t input_zp, int32_t weight_zp, int32_t output_zp,
-                                int32_t act_min, int32_t act_max) {
+                                int32_t act_min, int32_t act_max, int32_t rounding) {
   const qvanilla_conv_params p = {ih,       iw,       ic,      oh,       ow,        oc,        kh,
                                   kw,       stride_h, stride_w, pad_top, pad_left, input_zp, weight_zp,
-                                  output_zp, act_min,  act_max};
+                                  output_zp, act_min,  act_max,  rounding};
   return qvanilla_conv2d_s8(input, weights, channel_params, output, &p);
 }
 
@@ -648,10 +780,10 @@ int32_t qvanilla_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights, i
                                        int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow, int32_t oc,
                                        int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
                                        int32_t pad_left, int32_t input_zp, int32_t output_zp, int32_t act_min,
-                                       int32_t act_max) {
+                                       int32_t act_max, int32_t rounding) {
   const qvanilla_conv_params p = {ih,      iw,       ic,      oh,      ow,        oc,        kh,
                                   kw,      stride_h, stride_w, pad_top, pad_left, input_zp, 0,
-                                  output_zp, act_min, act_max};
+                                  output_zp, act_min, act_max, rounding};
   const int32_t status = check(input, packed_weights, channel_params, output, &p, PACKED);
   if (status != QVANILLA_OK) return status;
   if ((size_t)kh * kw * ic <= KMAX) {
@@ -879,7 +1011,7 @@ static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* 
     /* More than DW_WBUF taps: one channel at a time, its weights in turns of DW_WBUF taps. */
     const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
     for (size_t c = c0; c < c0 + nc; ++c) {
-      const qchan qc = channel(channel_params, channels, c, (uint32_t)channel_params[c]);
+      const qchan qc = channel(channel_params, channels, c, (uint32_t)channel_params[c], p->rounding);
       for (int32_t y = 0; y < p->oh; ++y) {
         for (int32_t x = 0; x < p->ow; ++x) {
           uint32_t sum = 0;
@@ -892,7 +1024,7 @@ static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* 
               sum += (uint32_t)(v * ((int32_t)raw[((size_t)ky * p->kw + kx) * channels + c] - p->weight_zp));
             }
           }
-          output[((size_t)y * p->ow + x) * channels + c] = finish(sum, &qc, lo, hi, p->output_zp);
+          output[((size_t)y * p->ow + x) * channels + c] = finish_any(sum, &qc, lo, hi, p);
         }
       }
     }
@@ -903,10 +1035,10 @@ int32_t qvanilla_depthwise_conv2d_nhwc_s8(int8_t* input, int8_t* weights, int32_
                                           int32_t ih, int32_t iw, int32_t channels, int32_t oh, int32_t ow,
                                           int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w,
                                           int32_t pad_top, int32_t pad_left, int32_t input_zp, int32_t weight_zp,
-                                          int32_t output_zp, int32_t act_min, int32_t act_max) {
+                                          int32_t output_zp, int32_t act_min, int32_t act_max, int32_t rounding) {
   const qvanilla_conv_params p = {ih,      iw,       channels, oh,      ow,        channels,  kh,
                                   kw,      stride_h, stride_w, pad_top, pad_left, input_zp, weight_zp,
-                                  output_zp, act_min, act_max};
+                                  output_zp, act_min, act_max, rounding};
   const int32_t status = check(input, weights, channel_params, output, &p, DEPTHWISE);
   if (status != QVANILLA_OK) return status;
   depthwise(input, NULL, weights, channel_params, output, &p);
@@ -918,10 +1050,10 @@ int32_t qvanilla_depthwise_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_
                                                  int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
                                                  int32_t stride_w, int32_t pad_top, int32_t pad_left,
                                                  int32_t input_zp, int32_t output_zp, int32_t act_min,
-                                                 int32_t act_max) {
+                                                 int32_t act_max, int32_t rounding) {
   const qvanilla_conv_params p = {ih,      iw,       channels, oh,      ow,        channels,  kh,
                                   kw,      stride_h, stride_w, pad_top, pad_left, input_zp, 0,
-                                  output_zp, act_min, act_max};
+                                  output_zp, act_min, act_max, rounding};
   const int32_t status = check(input, packed_weights, channel_params, output, &p, DEPTHWISE_PACKED);
   if (status != QVANILLA_OK) return status;
   depthwise(input, packed_weights, NULL, channel_params, output, &p);

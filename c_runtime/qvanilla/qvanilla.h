@@ -1,9 +1,13 @@
 /* QVanilla: an int8 accelerator's Conv2D engine (a host mock of the hardware).
  *
  * Quantization follows TFLite Micro / CMSIS-NN: int8 activations with zero points, int8
- * weights, int32 bias, and per-output-channel fixed-point requantization.  The rounding is
- * the one TVM's qnn.requantize uses (single rounding, ties upward), so the results are
- * bit-exact with TVM's own CPU build of the same graph.
+ * weights, int32 bias, and per-output-channel fixed-point requantization, in one of two
+ * roundings (the entries' `rounding` argument):
+ *  - QVANILLA_ROUNDING_UPWARD: TVM's qnn.requantize (single rounding, ties upward), so the
+ *    results are bit-exact with TVM's own CPU build of the same graph (qvanilla_requantize);
+ *  - QVANILLA_ROUNDING_TFLITE: TFLite's reference kernels' MultiplyByQuantizedMultiplier (two
+ *    roundings, gemmlowp's), so the results are bit-exact with TFLite's reference conv and
+ *    depthwise conv kernels (qvanilla_requantize_tflite).
  *
  * Two kinds of entry compute the same convolutions:
  *  - the plain entries take the graph's tensors as they are: int8 weights, their zero point,
@@ -35,6 +39,12 @@ extern "C" {
                                * PTRDIFF_MAX bytes, or a window extent (oh-1)*stride_h + kh or
                                * (ow-1)*stride_w + kw above INT32_MAX/2 */
 #define QVANILLA_ESHIFT 8     /* a channel's shift outside [QVANILLA_SHIFT_MIN, QVANILLA_SHIFT_MAX] */
+#define QVANILLA_EROUNDING 9  /* a rounding neither QVANILLA_ROUNDING_UPWARD nor QVANILLA_ROUNDING_TFLITE
+                               * (checked last, after the shifts) */
+
+/* The requantization's rounding (the `rounding` argument of every conv entry). */
+#define QVANILLA_ROUNDING_UPWARD 0 /* TVM's qnn.requantize: qvanilla_requantize() */
+#define QVANILLA_ROUNDING_TFLITE 1 /* TFLite's MultiplyByQuantizedMultiplier: qvanilla_requantize_tflite() */
 
 /* The shifts a conv accepts, as TFLite's MultiplyByQuantizedMultiplier: at most 2^30 up, 2^-31 down. */
 #define QVANILLA_SHIFT_MIN (-31)
@@ -49,14 +59,19 @@ typedef struct {
   int32_t pad_top, pad_left;     /* zero points fill the padding (i.e. real zeros) */
   int32_t input_zp, weight_zp, output_zp;
   int32_t act_min, act_max;      /* clamp of the int8 output (ReLU/ReLU6 folded in) */
+  int32_t rounding;              /* QVANILLA_ROUNDING_UPWARD or QVANILLA_ROUNDING_TFLITE */
 } qvanilla_conv_params;
 
 /* output[y][x][o] = clamp(output_zp + requant(bias[o] + sum (in - input_zp) * (w - weight_zp), o))
  * channel_params holds three int32 rows of oc entries: bias, multiplier, shift, where
- * requant(acc, o) = round_up(acc * multiplier[o] * 2^(shift[o] - 31)) = qvanilla_requantize().
+ * requant(acc, o) = round_up(acc * multiplier[o] * 2^(shift[o] - 31)) = qvanilla_requantize()
+ * if p->rounding is QVANILLA_ROUNDING_UPWARD, and
+ * requant(acc, o) = qvanilla_requantize_tflite(acc, multiplier[o], shift[o]) if it is
+ * QVANILLA_ROUNDING_TFLITE.
  * The padding holds input_zp (real zeros).  The sum is int32 arithmetic and wraps around, as a
  * 32-bit adder does, should it overflow (int8 convolutions stay far below).  Returns QVANILLA_OK
- * or an error code above; the shifts are checked last, after everything else is known valid. */
+ * or an error code above; the shifts are checked after everything but the rounding is known
+ * valid, the rounding last. */
 int32_t qvanilla_conv2d_s8(const int8_t* input, const int8_t* weights, const int32_t* channel_params,
                            int8_t* output, const qvanilla_conv_params* p);
 
@@ -65,7 +80,7 @@ int32_t qvanilla_conv2d_nhwc_s8(int8_t* input, int8_t* weights, int32_t* channel
                                 int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow, int32_t oc,
                                 int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
                                 int32_t pad_left, int32_t input_zp, int32_t weight_zp, int32_t output_zp,
-                                int32_t act_min, int32_t act_max);
+                                int32_t act_min, int32_t act_max, int32_t rounding);
 
 /* Depthwise (groups = channels, channel multiplier 1): for channel c,
  * output[y][x][c] = clamp(output_zp + requant(bias[c] + sum (in[..][c] - input_zp) * (w[ky][kx][c] - weight_zp), c))
@@ -76,7 +91,7 @@ int32_t qvanilla_depthwise_conv2d_nhwc_s8(int8_t* input, int8_t* weights, int32_
                                           int32_t ih, int32_t iw, int32_t channels, int32_t oh, int32_t ow,
                                           int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w,
                                           int32_t pad_top, int32_t pad_left, int32_t input_zp, int32_t weight_zp,
-                                          int32_t output_zp, int32_t act_min, int32_t act_max);
+                                          int32_t output_zp, int32_t act_min, int32_t act_max, int32_t rounding);
 
 /* Packed weights.
  *
@@ -102,19 +117,34 @@ int32_t qvanilla_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights, i
                                        int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow, int32_t oc,
                                        int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
                                        int32_t pad_left, int32_t input_zp, int32_t output_zp, int32_t act_min,
-                                       int32_t act_max);
+                                       int32_t act_max, int32_t rounding);
 
 int32_t qvanilla_depthwise_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights, int32_t* channel_params,
                                                  int8_t* output, int32_t ih, int32_t iw, int32_t channels,
                                                  int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
                                                  int32_t stride_w, int32_t pad_top, int32_t pad_left,
                                                  int32_t input_zp, int32_t output_zp, int32_t act_min,
-                                                 int32_t act_max);
+                                                 int32_t act_max, int32_t rounding);
 
 /* TVM's fixed-point multiply: (acc << max(shift, 0)) * multiplier, rounded (ties upward) and
  * shifted right by 31 - min(shift, 0), saturated to int32.  Exact for every int32 argument,
  * i.e. as if computed with unbounded integers, whatever the shift. */
 int32_t qvanilla_requantize(int32_t acc, int32_t multiplier, int32_t shift);
+
+/* TFLite's MultiplyByQuantizedMultiplier (tensorflow/lite/kernels/internal/common.h, the build
+ * without TFLITE_SINGLE_ROUNDING), with gemmlowp's two roundings:
+ *     left = max(shift, 0), right = max(-shift, 0)
+ *     x = acc * 2^left, wrapped to int32 (TFLite multiplies in int32)
+ *     h = SaturatingRoundingDoublingHighMul(x, multiplier): x * multiplier / 2^31 rounded to
+ *         nearest, ties upward (gemmlowp's nudge, 2^30 or 1 - 2^30 for a negative product, then
+ *         C's truncation), INT32_MAX for x = multiplier = INT32_MIN
+ *     result = RoundingDivideByPOT(h, right): h / 2^right rounded half away from zero.
+ * No zero point, no clamp.  For shift in [QVANILLA_SHIFT_MIN, QVANILLA_SHIFT_MAX] this is
+ * TFLite's result bit for bit.  Beyond that range (where TFLite's C++ would shift by 31 or more,
+ * which C does not define) the same arithmetic goes on with its meaning kept: x = acc * 2^left
+ * modulo 2^32 (INT32_MIN or 0 at shift 31, 0 from shift 32 on), and h / 2^right rounded half
+ * away from zero (0 from shift -32 down: |h| < 2^31).  Defined for every int32 argument. */
+int32_t qvanilla_requantize_tflite(int32_t acc, int32_t multiplier, int32_t shift);
 
 #ifdef __cplusplus
 }

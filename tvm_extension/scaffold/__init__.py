@@ -1,11 +1,15 @@
 """Scaffold: a complete, working backend project for a new accelerator, in one command.
 
-    python -m tvm_extension new my_npu
+    python -m tvm_extension new my_npu            # float32 convs
+    python -m tvm_extension new my_npu --int8     # TFLite's int8 convs
 
-The files come from ``template/`` with ``${name}`` (the target name), ``${Name}`` (its
-CamelCase) and ``${dist}`` (the distribution name) filled in; ``__name__`` in a path becomes
-the name.  The project is written to a temporary folder and moved into place only when
-complete, so a failure leaves nothing behind.
+The files come from ``template/``, overlaid for ``--int8`` by ``template_int8/`` (which holds
+only the files that differ), with ``${name}`` (the target name), ``${NAME}`` (its upper case,
+for C macros), ``${Name}`` (its CamelCase) and ``${dist}`` (the distribution name) filled in;
+``__name__`` in a path becomes the name.  A top-level file named ``_PART.md.tmpl`` is not
+written: its text fills ``${PART}`` in the others (the part of the README that differs).  The
+project is written to a temporary folder and moved into place only when complete, so a failure
+leaves nothing behind.
 """
 import keyword
 import os
@@ -15,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 TEMPLATE = Path(__file__).resolve().parent / "template"
+TEMPLATE_INT8 = Path(__file__).resolve().parent / "template_int8"
 
 
 class ScaffoldError(Exception):
@@ -48,18 +53,29 @@ def validate(name: str, directory: Path) -> Path:
     return target
 
 
-def create(name: str, directory=".") -> Path:
-    """Write the project ``<directory>/<name>`` and return its path."""
+def _template_files(int8: bool):
+    """{path in the project (before renaming): template file}, the int8 files replacing the common ones."""
+    files = {}
+    for folder in (TEMPLATE, TEMPLATE_INT8) if int8 else (TEMPLATE,):
+        for source in folder.rglob("*"):
+            if source.is_file() and "__pycache__" not in source.parts:
+                files[source.relative_to(folder)] = source
+    return files
+
+
+def create(name: str, directory=".", int8: bool = False) -> Path:
+    """Write the project ``<directory>/<name>`` (an int8 backend if ``int8``) and return its path."""
     target = validate(name, Path(directory))
-    values = {"name": name, "Name": "".join(p.capitalize() for p in name.split("_")),
+    values = {"name": name, "NAME": name.upper(), "Name": "".join(p.capitalize() for p in name.split("_")),
               "dist": "tvm-extension-" + name.replace("_", "-")}
+    files = _template_files(int8)
+    for relative in [r for r in files if r.name.startswith("_") and r.parent == Path(".")]:
+        part = relative.name[1:].split(".")[0]
+        values[part] = string.Template(files.pop(relative).read_text()).substitute(values)
     with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=target.parent) as work:
         staging = Path(work) / name
-        for source in sorted(TEMPLATE.rglob("*")):
-            if source.is_dir() or "__pycache__" in source.parts:
-                continue
-            relative = Path(str(source.relative_to(TEMPLATE)).replace("__name__", name).removesuffix(".tmpl"))
-            destination = staging / relative
+        for relative, source in sorted(files.items()):
+            destination = staging / str(relative).replace("__name__", name).removesuffix(".tmpl")
             destination.parent.mkdir(parents=True, exist_ok=True)
             destination.write_text(string.Template(source.read_text()).substitute(values))
         os.replace(staging, target)

@@ -126,3 +126,11 @@ def multiply_by_quantized_multiplier(x, multipliers: np.ndarray, shifts: np.ndar
 def wrap_int32(x):
     """An int64 expression taken modulo 2^32 into int32's range, as int32 arithmetic wraps."""
     return relay.cast(relay.cast(x, "int32"), "int64")
+
+
+def requantize(x, multipliers, shifts, zero_point: int, dtype: str):
+    """An int64 expression of int32 values -> MultiplyByQuantizedMultiplier, + zero point,
+    clamped to ``dtype``'s range and cast to it (the output stage of TFLite's integer kernels)."""
+    info = np.iinfo(dtype)
+    out = relay.add(multiply_by_quantized_multiplier(x, multipliers, shifts), relay.const(int(zero_point), "int64"))
+    return relay.cast(relay.clip(out, int(info.min), int(info.max)), dtype)

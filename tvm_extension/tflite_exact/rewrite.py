@@ -8,10 +8,15 @@ reference kernels compute (``BUILTIN_REF``), bit for bit.
 | AVERAGE_POOL_2D | int32 avg_pool2d (truncates) | the window sum rounded half away from zero, divided by the count of valid elements |
 | QUANTIZE (float input) | qnn.quantize | round half away from zero of x / scale (float32 division, as TFLite) |
 | SOFTMAX (int8) | dequantize -> softmax -> quantize | gemmlowp's fixed point (``softmax.py``) |
+| MUL (int8, broadcast, fused activation) | qnn.mul [-> clip] | ``(in1 - zp1) * (in2 - zp2)`` requantized with TFLite's multiplier (float32 scale product, ``elementwise.py``); the clip stays |
+| MEAN (int8, any axes) | cast int32 -> mean (truncating) -> qnn.requantize | TFLite's sum, requantized once with 1/n folded into the multiplier (``mean.py``) |
+| LOGISTIC, TANH (int8) | dequantize -> sigmoid/tanh -> quantize | TFLite's float32 lookup table of the 256 input values (``tables.py``) |
 
-Everything else that is quantized (MAX_POOL, RESHAPE, DEQUANTIZE, the fused activations'
-clip) already computes what TFLite does; operators neither listed nor known to be exact are
-reported, one line per operator type (``make_exact``).
+Everything else that is quantized (MAX_POOL, RESHAPE, DEQUANTIZE, CONCATENATION of equal scales
+as int8 models have, the fused activations'
+clip) already computes what TFLite does; operators neither listed nor known to be exact (among
+them MUL, LOGISTIC and TANH on uint8 or int16, MEAN on uint8 or int16) are reported, one line
+per operator type (``make_exact``).
 """
 import collections
 
@@ -20,8 +25,12 @@ import tvm
 from tvm import relay
 from tvm.relay.expr_functor import ExprMutator
 
-from .fixed_point import multiply_by_quantized_multiplier, quantize_multiplier, tflite_multipliers
+from .elementwise import exact_mul
+from .fixed_point import multiply_by_quantized_multiplier, quantize_multiplier, requantize as _requantize_to
+from .fixed_point import tflite_multipliers
+from .mean import exact_mean
 from .softmax import exact_softmax
+from .tables import logistic_table, lookup, tanh_table
 
 # The rounding attribute of a qnn.requantize that computes TFLite's MultiplyByQuantizedMultiplier
 # (two roundings, the multiplier from the conv's scales in double): TVM itself knows only UPWARD and
@@ -60,12 +69,6 @@ def _barrier(expr):
     return relay.annotation.stop_fusion(expr)
 
 
-def _requantize_to(x64, multipliers, shifts, zero_point: int, dtype: str):
-    info = np.iinfo(dtype)
-    out = relay.add(multiply_by_quantized_multiplier(x64, multipliers, shifts), relay.const(int(zero_point), "int64"))
-    return relay.cast(relay.clip(out, int(info.min), int(info.max)), dtype)
-
-
 class Rewrite(ExprMutator):
     def __init__(self):
         super().__init__()
@@ -77,17 +80,19 @@ class Rewrite(ExprMutator):
             return new
         name = new.op.name
         handler = {"qnn.requantize": self._requantize, "qnn.add": self._add, "cast": self._average_pool,
-                   "qnn.quantize": self._quantize}.get(name)
+                   "qnn.quantize": self._quantize, "qnn.mul": self._mul}.get(name)
         result = handler(new, call) if handler else None  # types from the original call
         if result is None:
             return new
         result, label = result if isinstance(result, tuple) else (result, name)
         self.exact[label] += 1
-        return result if name == "qnn.requantize" else _barrier(result)
+        return result if label == "qnn.requantize" else _barrier(result)  # the marked ones are lowered later
 
     # CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: marked here (offloaded layers read the mark),
     # computed by ``lower_tflite_rounding`` once partitioning has taken what backends offload.
     def _requantize(self, new, call):
+        if _is(call.args[0], "mean"):
+            return self._mean(new, call)
         if _accumulator_source(call.args[0]) is None:
             return None
         attrs = call.attrs
@@ -112,6 +117,34 @@ class Rewrite(ExprMutator):
         raw_sum = relay.add(scaled(lhs, lhs_zp, m1, sh1), scaled(rhs, rhs_zp, m2, sh2))
         dtype = call.checked_type.dtype
         return _requantize_to(raw_sum, np.int64(mo), np.int64(sho), int(_scalar(out_zp)), dtype)
+
+    # MEAN: requantize(mean(cast(x int8, int32)))
+    @staticmethod
+    def _mean(new, call):
+        mean, cast = call.args[0], call.args[0].args[0]
+        if not (_is(cast, "cast") and cast.args[0].checked_type.dtype == "int8" and call.attrs.out_dtype == "int8"
+                and not mean.attrs.exclude and all(_values(c).size == 1 for c in call.args[1:])):
+            return None
+        if mean.attrs.axis is not None and len(mean.attrs.axis) == 0:
+            return None  # TFLite copies the input unscaled; TVM's import would need checking first
+        shape = [int(d) for d in cast.checked_type.shape]
+        axes = range(len(shape)) if mean.attrs.axis is None else [int(a) % len(shape) for a in mean.attrs.axis]
+        count = int(np.prod([shape[a] for a in set(axes)]))
+        _, in_scale, in_zp, out_scale, out_zp = call.args
+        x = new.args[0].args[0].args[0]
+        return exact_mean(x, sorted(set(axes)), bool(mean.attrs.keepdims), count, int(_scalar(in_zp)),
+                          (_scalar(in_scale), _scalar(out_scale)), int(_scalar(out_zp)), "int8"), "mean"
+
+    # MUL (a fused activation stays the clip TVM imports after it)
+    @staticmethod
+    def _mul(new, call):
+        _, _, lhs_scale, lhs_zp, rhs_scale, rhs_zp, out_scale, out_zp = call.args
+        types = [call.args[0].checked_type, call.args[1].checked_type, call.checked_type]
+        if any(t.dtype != "int8" for t in types) or any(_values(c).size != 1 for c in call.args[2:]):
+            return None
+        scales = tuple(_scalar(c) for c in (lhs_scale, rhs_scale, out_scale))
+        zero_points = tuple(int(_scalar(c)) for c in (lhs_zp, rhs_zp, out_zp))
+        return exact_mul(new.args[0], new.args[1], scales, zero_points, "int8")
 
     # AVERAGE_POOL_2D: cast(avg_pool2d(cast(x, int32)), int8)
     def _average_pool(self, new, call):
@@ -153,6 +186,10 @@ class Rewrite(ExprMutator):
             softmax = self._softmax(new, call)
             if softmax is not None:
                 return softmax, "nn.softmax"
+        if _is(x, "sigmoid", "tanh") and _is(x.args[0], "qnn.dequantize"):
+            activation = self._activation_table(new, call)
+            if activation is not None:
+                return activation, x.op.name
         ratio = relay.cast(relay.divide(new.args[0], relay.const(np.float32(_scalar(scale)))), "float64")
         half = relay.const(0.5, "float64")  # std::round: half away from zero (C codegen has no fabs)
         rounded = relay.where(relay.greater_equal(ratio, relay.const(0.0, "float64")),
@@ -161,6 +198,18 @@ class Rewrite(ExprMutator):
         info = np.iinfo(dtype)
         value = relay.add(relay.cast(rounded, "int64"), relay.const(int(_scalar(zero_point)), "int64"))
         return relay.cast(relay.clip(value, int(info.min), int(info.max)), dtype)
+
+    @staticmethod
+    def _activation_table(new, call):
+        """quantize(sigmoid|tanh(dequantize(x int8))) -> TFLite's int8 LOGISTIC / TANH table."""
+        dequantize = call.args[0].args[0]
+        if not (dequantize.args[0].checked_type.dtype == "int8" and call.attrs.out_dtype == "int8" and
+                all(_values(c).size == 1 for c in dequantize.args[1:3])):
+            return None
+        make = logistic_table if call.args[0].op.name == "sigmoid" else tanh_table
+        entries = make(_scalar(dequantize.args[1]), int(_scalar(dequantize.args[2])), _scalar(call.args[1]),
+                       int(_scalar(call.args[2])))
+        return lookup(new.args[0].args[0].args[0], entries)
 
     @staticmethod
     def _softmax(new, call):
@@ -181,6 +230,16 @@ def _evaluate(expr) -> np.ndarray:
     return folded["main"].body.data.numpy()
 
 
+def _is_copying_concatenate(call) -> bool:
+    """A qnn.concatenate whose inputs all have the output's scale and zero point: a copy, as
+    TFLite's int8 CONCATENATION (which requires exactly that of int8 models)."""
+    if not _is(call, "qnn.concatenate"):
+        return False
+    _, scales, zero_points, out_scale, out_zp = call.args
+    return all(_scalar(s) == _scalar(out_scale) for s in scales.fields) and \
+        all(_scalar(z) == _scalar(out_zp) for z in zero_points.fields)
+
+
 def _left_inexact(body) -> collections.Counter:
     """Quantized operators the rewrite left as TVM computes them (those on int8 data or between
     a dequantize and a quantize that are not known to match TFLite)."""
@@ -190,7 +249,7 @@ def _left_inexact(body) -> collections.Counter:
         if not (isinstance(node, relay.Call) and isinstance(node.op, tvm.ir.Op)):
             return
         name = node.op.name
-        if name == "qnn.requantize" and str(node.attrs.rounding) == TFLITE:
+        if name == "qnn.requantize" and str(node.attrs.rounding) == TFLITE or _is_copying_concatenate(node):
             return
         if name.startswith("qnn.") and name not in EXACT_AS_IMPORTED:
             left[name] += 1

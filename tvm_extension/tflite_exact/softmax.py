@@ -76,7 +76,8 @@ def tables(input_scale: float, beta: float = 1.0):
 
 # -- Relay -------------------------------------------------------------------------------------
 def _saturating_shift_left(x, exponent: int):
-    return relay.clip(relay.left_shift(x, _c(exponent)), INT32_MIN, INT32_MAX)
+    # a product, not a left shift: x may be negative, and C leaves shifting those undefined
+    return relay.clip(relay.multiply(x, _c(1 << exponent)), INT32_MIN, INT32_MAX)
 
 
 def _one_over_one_plus_x(a):

@@ -9,9 +9,9 @@ import functools
 from tvm_extension.tflite_exact import lower_tflite_rounding, make_exact
 
 FLAG = "--tflite-exact"
-HELP = ("int8 TFLite models: compute exactly what TFLite's reference kernels compute (its double "
-        "rounding, ADD, AVERAGE_POOL_2D, QUANTIZE and SOFTMAX arithmetic); operators it cannot make "
-        "exact are listed")
+HELP = ("int8 TFLite models: compute exactly what TFLite's reference kernels compute (double-rounding "
+        "requantization, also in backends that declare it; ADD, MUL, MEAN, AVERAGE_POOL_2D, QUANTIZE, SOFTMAX, "
+        "LOGISTIC, TANH); operators it cannot make exact are listed")
 
 _enabled = [False]
 

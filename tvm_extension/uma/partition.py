@@ -112,10 +112,10 @@ class _InlineTFLiteRounded(ExprMutator):
         ops = []
         relay.analysis.post_order_visit(func.body, lambda e: ops.append(e) if isinstance(e, relay.Call) and
                                         isinstance(e.op, tvm.ir.Op) else None)
-        if not any(op.op.name == "qnn.requantize" and str(op.attrs.rounding) == "TFLITE" for op in ops):
+        marked = [op for op in ops if op.op.name == "qnn.requantize" and str(op.attrs.rounding) == "TFLITE"]
+        if not marked:
             return new_call
-        for op in ops:
-            self.refused[(op.op.name, self.REASON)] += 1
+        self.refused[("qnn.requantize", self.REASON)] += len(marked)
         return relay.bind(func.body, dict(zip(func.params, new_call.args)))
 
 
