@@ -92,16 +92,18 @@ def materialized(expr):
     return relay.annotation.stop_fusion(expr)
 
 
-def saturating_rounding_doubling_high_mul(a, b):
+def saturating_rounding_doubling_high_mul(a, b, barriers=True):
     """(a * b + nudge) / 2^31 truncated, nudge = 2^30 or 1 - 2^30 by the product's sign; a, b int64
     expressions of int32 values (TFLite's saturation case, a == b == INT32_MIN, needs M = -2^31,
     which QuantizeMultiplier never gives)."""
-    product = materialized(relay.multiply(a, b))
+    product = relay.multiply(a, b)
+    product = materialized(product) if barriers else product
     nudge = relay.where(relay.greater_equal(product, i64(0)), i64(1 << 30), i64(1 - (1 << 30)))
-    return materialized(relay.divide(relay.add(product, nudge), i64(1 << 31)))
+    result = relay.divide(relay.add(product, nudge), i64(1 << 31))
+    return materialized(result) if barriers else result
 
 
-def rounding_divide_by_pot(x, exponent):
+def rounding_divide_by_pot(x, exponent, barriers=True):
     """x / 2^exponent rounded half away from zero (gemmlowp); ``exponent`` (>= 0) an array
     broadcast over x, or an int64 expression (a per-row exponent)."""
     exponent = exponent if isinstance(exponent, relay.Expr) else i64(exponent)
@@ -109,7 +111,8 @@ def rounding_divide_by_pot(x, exponent):
     remainder = relay.bitwise_and(x, mask)
     threshold = relay.add(relay.right_shift(mask, i64(1)), relay.cast(relay.less(x, i64(0)), "int64"))
     shifted = relay.right_shift(x, exponent)
-    return materialized(relay.add(shifted, relay.cast(relay.greater(remainder, threshold), "int64")))
+    result = relay.add(shifted, relay.cast(relay.greater(remainder, threshold), "int64"))
+    return materialized(result) if barriers else result
 
 
 def multiply_by_quantized_multiplier(x, multipliers: np.ndarray, shifts: np.ndarray):
@@ -120,7 +123,10 @@ def multiply_by_quantized_multiplier(x, multipliers: np.ndarray, shifts: np.ndar
     if left.any():
         x = relay.multiply(x, i64(np.int64(1) << left))  # TFLite: x * (1 << left_shift), in int32
         x = wrap_int32(x)
-    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, i64(multipliers)), right)
+    # No barriers inside: its callers put one after each operator, and this expression alone
+    # inlines small (x * M used twice, the high product three times); 10 % faster on KWS on/off.
+    high = saturating_rounding_doubling_high_mul(x, i64(multipliers), barriers=False)
+    return rounding_divide_by_pot(high, right, barriers=False)
 
 
 def wrap_int32(x):

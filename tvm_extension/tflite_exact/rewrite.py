@@ -27,7 +27,7 @@ from tvm.relay.expr_functor import ExprMutator
 
 from .elementwise import exact_mul
 from .fixed_point import multiply_by_quantized_multiplier, quantize_multiplier, requantize as _requantize_to
-from .fixed_point import tflite_multipliers
+from .fixed_point import materialized, tflite_multipliers
 from .mean import exact_mean
 from .softmax import exact_softmax
 from .tables import logistic_table, lookup, tanh_table
@@ -114,7 +114,8 @@ class Rewrite(ExprMutator):
                                      relay.const(int(1 << left_shift), "int64"))
             return multiply_by_quantized_multiplier(shifted, np.int64(m), np.int64(sh))
 
-        raw_sum = relay.add(scaled(lhs, lhs_zp, m1, sh1), scaled(rhs, rhs_zp, m2, sh2))
+        # computed once: the output's requantization reads it six times
+        raw_sum = materialized(relay.add(scaled(lhs, lhs_zp, m1, sh1), scaled(rhs, rhs_zp, m2, sh2)))
         dtype = call.checked_type.dtype
         return _requantize_to(raw_sum, np.int64(mo), np.int64(sho), int(_scalar(out_zp)), dtype)
 
