@@ -155,7 +155,7 @@ def test_int8_template_is_exact_on_a_real_network(int8_project, tmp_path, monkey
             np.testing.assert_array_equal(got, want)
         differs += any(not np.array_equal(t, e) for t, e in zip(tvm_own, expected))
     assert differs, "TVM's rounding matched TFLite's on every input: the test shows nothing"
-    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0")
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=1")
     for rounding in (0, 1):
         sanitized = build(tmp_path / f"{rounding}.tar", tmp_path / f"s{rounding}",
                           cflags=("-O1", *SANITIZE))

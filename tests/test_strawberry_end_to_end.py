@@ -274,9 +274,9 @@ def test_output_stage_depthwise_and_residual_in_nchw(tmp_path, monkeypatch, spad
 
 
 def test_split_model_under_sanitizers(cnn_builds, tmp_path, monkeypatch):
-    """The generated tile loops, the hardware model and the engine together under ASan and UBSan.
-    (Leak detection off: the host harness, c_runtime/host/mlf_main.c, does not free its inputs.)"""
-    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:halt_on_error=1")
+    """The generated tile loops, the hardware model and the engine together under ASan (leaks
+    included) and UBSan."""
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1")
     monkeypatch.setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
     program = build(cnn_builds[8192].path, tmp_path / "b",
                     cflags=["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"])
