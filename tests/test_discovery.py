@@ -3,10 +3,11 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from conftest import VANILLA_EXT
+from conftest import ROOT, VANILLA_EXT
 from tvm_extension import api
 
 EXTENSION_SOURCE = """
@@ -16,6 +17,21 @@ class {cls}(TVMExtension):
     def uma_backends(self):
         return ["{cls}-backend"]
 """
+
+
+@pytest.fixture(autouse=True)
+def forget_extension_modules():
+    """Extension modules a test's in-process discovery imported (``tvm_extension.vanilla`` from a
+    folder) are dropped afterwards: a later test's folder may define the same name, and a new
+    process (tvmc discovers once per process) would start without them."""
+    before, path = set(sys.modules), list(sys.path)
+    yield
+    sys.path[:] = path
+    framework = (ROOT / "tvm_extension").resolve()
+    for name in set(sys.modules) - before:
+        origin = Path(getattr(sys.modules[name], "__file__", None) or framework)
+        if name.split(".")[0] in ("tvm_extension", "tvmc_extension") and framework not in origin.resolve().parents:
+            del sys.modules[name]
 
 
 def make_extension(root, package, cls, source=EXTENSION_SOURCE):
@@ -56,6 +72,19 @@ def test_portion_on_pythonpath_is_found_without_flags(tmp_path):
     assert f"tvm_extension.probe_pp:PythonPathExt | python path {tmp_path}" in done.stdout
     # The framework's own subpackages are never taken for extensions.
     assert "tvm_extension.api" not in done.stdout and "tvm_extension.tvmc" not in done.stdout
+
+
+def test_second_folder_with_a_taken_module_name_says_so(tmp_path):
+    """The first folder's module wins (as on sys.path); a named folder whose only module is
+    shadowed is an error that says by what, not "defines no TVMExtension subclass" alone."""
+    a = make_extension(tmp_path / "a", "probe_same", "First")
+    b = make_extension(tmp_path / "b", "probe_same", "Second")
+    with pytest.raises(api.ExtensionError) as error:
+        api.discover([str(a), str(b)], environ={}, python_path=False, entry_points=False)
+    message = str(error.value)
+    assert f"extension path '{b}' defines no TVMExtension subclass" in message
+    assert f"module tvm_extension.probe_same is already imported from {a}" in message
+    assert "extension module names must be unique" in message
 
 
 def test_example_extensions():

@@ -132,6 +132,7 @@ class _Search:
     def __init__(self):
         self.loaded: List[LoadedExtension] = []
         self.seen_files = set()
+        self.shadowed: List[str] = []  # why modules were skipped: their name was already taken
 
     def add_folder(self, folder: Path, origin: str, strict: bool):
         if not folder.is_dir():
@@ -142,12 +143,12 @@ class _Search:
                 f"extension path '{folder}' holds no '{PACKAGE}' package "
                 f"(expected {folder / PACKAGE}/<name>/__init__.py or {folder / PACKAGE}/<name>.py)"
             )
-        before = len(self.loaded)
+        before, shadowed_before = len(self.loaded), len(self.shadowed)
         found_any = False
         for portion in portions:
             found_any = self.add_portion(portion, folder, origin) or found_any
         if strict and not found_any:
-            failures = [e.error for e in self.loaded[before:] if e.error]
+            failures = [e.error for e in self.loaded[before:] if e.error] + self.shadowed[shadowed_before:]
             why = f": {failures[0]}" if failures else ""
             raise ExtensionError(f"extension path '{folder}' defines no TVMExtension subclass in {portions[0]}{why}")
 
@@ -173,8 +174,11 @@ class _Search:
                 message = f"extension {file} failed to import: {_describe_import_error(exc, folder.resolve())}"
                 self.loaded.append(LoadedExtension(name, where, str(file), error=message))
                 continue
-            if module is None:
-                continue  # shadowed by an earlier module of the same name
+            if module is None:  # shadowed by an earlier module of the same name
+                taken = getattr(sys.modules.get(name), "__file__", None) or "elsewhere"
+                self.shadowed.append(f"module {name} is already imported from {taken} "
+                                     "(extension module names must be unique)")
+                continue
             for cls in _extension_classes(module):
                 found_any = self.add_class(cls, where, str(file)) or found_any
             if is_package:
