@@ -920,14 +920,22 @@ def exact_sums(x, w, params, q):
     return params[0].astype(np.int64) + sums
 
 
+INT32_ENDS = np.array([INT_MIN, INT_MIN + 1, -1, 0, 1, INT_MAX - 1, INT_MAX], np.int64)
+
+
+def random_requantize_arguments(rng, n):
+    """(acc, multiplier), n each: int32's ends, any int32, and small accumulators (results
+    that do not saturate)."""
+    acc = np.where(rng.random(n) < 0.3, rng.choice(INT32_ENDS, n), rng.integers(INT_MIN, INT_MAX, n, endpoint=True))
+    multiplier = np.where(rng.random(n) < 0.3, rng.choice(INT32_ENDS, n), rng.integers(INT_MIN, INT_MAX, n, endpoint=True))
+    small = np.where(rng.random(n) < 0.5, rng.integers(-8, 9, n), acc >> rng.integers(0, 31, n))
+    return np.where(rng.random(n) < 0.3, small, acc), multiplier
+
+
 def test_qvanilla_requantize_is_exact_for_any_shift(drivers):
     rng = np.random.default_rng(1)
     n = 20000
-    ends = np.array([INT_MIN, INT_MIN + 1, -1, 0, 1, INT_MAX - 1, INT_MAX], np.int64)
-    acc = np.where(rng.random(n) < 0.3, rng.choice(ends, n), rng.integers(INT_MIN, INT_MAX, n, endpoint=True))
-    multiplier = np.where(rng.random(n) < 0.3, rng.choice(ends, n), rng.integers(INT_MIN, INT_MAX, n, endpoint=True))
-    small = np.where(rng.random(n) < 0.5, rng.integers(-8, 9, n), acc >> rng.integers(0, 31, n))
-    acc = np.where(rng.random(n) < 0.3, small, acc)  # small accumulators: results that do not saturate
+    acc, multiplier = random_requantize_arguments(rng, n)
     shift = rng.integers(-70, 71, n)
     shift[:400] = rng.choice([-33, -32, -31, 30, 31, 32, 62, 63, 64, INT_MIN, INT_MAX, INT_MIN + 1], 400)
     arrays = [a.astype(np.int32) for a in (acc, multiplier, shift, np.zeros(n))]
@@ -960,11 +968,7 @@ def test_qvanilla_requantize_tflite_matches_python(drivers):
     [-31, 30], left shifts that wrap, and shifts beyond the range."""
     rng = np.random.default_rng(2)
     n = 20000
-    ends = np.array([INT_MIN, INT_MIN + 1, -1, 0, 1, INT_MAX - 1, INT_MAX], np.int64)
-    acc = np.where(rng.random(n) < 0.3, rng.choice(ends, n), rng.integers(INT_MIN, INT_MAX, n, endpoint=True))
-    multiplier = np.where(rng.random(n) < 0.3, rng.choice(ends, n), rng.integers(INT_MIN, INT_MAX, n, endpoint=True))
-    small = np.where(rng.random(n) < 0.5, rng.integers(-8, 9, n), acc >> rng.integers(0, 31, n))
-    acc = np.where(rng.random(n) < 0.3, small, acc)  # small accumulators: results that do not saturate
+    acc, multiplier = random_requantize_arguments(rng, n)
     shift = rng.integers(-31, 31, n)
     shift[:400] = rng.choice([-70, -33, -32, 31, 32, 33, 62, 63, 64, INT_MIN, INT_MAX, INT_MIN + 1], 400)
     rows = [(acc, multiplier, shift)]
@@ -986,7 +990,7 @@ def test_qvanilla_requantize_tflite_matches_python(drivers):
     rows.append((3 * (np.int64(1) << (30 - left)), np.full(left.size, INT_MIN), left + 1))  # 3 * 2^31 wraps
     # left shifts that wrap, with multipliers of both signs
     wraps = rng.integers(1, 31, 2000)
-    rows.append((rng.integers(INT_MIN, INT_MAX, 2000, endpoint=True), rng.choice(ends, 2000), wraps))
+    rows.append((rng.integers(INT_MIN, INT_MAX, 2000, endpoint=True), rng.choice(INT32_ENDS, 2000), wraps))
     rows.append((rng.integers(-(1 << 20), 1 << 20, 2000), rng.integers(1 << 30, 1 << 31, 2000), wraps))
     acc, multiplier, shift = (np.concatenate(parts) for parts in zip(*rows))
     arrays = [a.astype(np.int64).astype(np.int32) for a in (acc, multiplier, shift, np.zeros(acc.size))]

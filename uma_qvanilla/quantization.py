@@ -25,7 +25,7 @@ from typing import Tuple
 
 import numpy as np
 
-from tvm_extension.uma.requantize import channel_multipliers
+from tvm_extension.uma.requantize import ROUNDING_UPWARD, channel_multipliers, requantize_int
 
 
 def fixed_point_multiplier(ratio: float) -> Tuple[int, int]:
@@ -42,9 +42,7 @@ def fixed_point_multiplier(ratio: float) -> Tuple[int, int]:
 
 def requantize(acc: int, multiplier: int, shift: int) -> int:
     """The kernel's (and TVM's) fixed-point multiply of one int32 value, in Python integers."""
-    left, right = max(shift, 0), 31 - min(shift, 0)
-    value = ((acc << left) * multiplier + (1 << (right - 1))) >> right
-    return max(-(1 << 31), min((1 << 31) - 1, value))
+    return requantize_int(acc, multiplier, shift, ROUNDING_UPWARD)
 
 
 def channel_params(bias, requant_input_scale, output_scale, channels: int) -> np.ndarray:

@@ -797,17 +797,22 @@ int32_t qvanilla_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights, i
 /* ---------------------------------------------------------------------------------------------
  * Depthwise conv */
 
+/* a = 0 if first, else acc: where a run of taps starts summing (j < CB). */
+static ALWAYS_INLINE void start_sums(uint32_t* restrict a, const uint32_t* restrict acc, int first) {
+  if (first) {
+    for (int j = 0; j < CB; ++j) a[j] = 0;
+  } else {
+    for (int j = 0; j < CB; ++j) a[j] = acc[j];
+  }
+}
+
 /* acc[j] (+)= sum over the taps t < nt of in[t][at + j] * w[t][at + j], j < CB (acc starts at 0 if
  * first): vectorised over j (16 int8 inputs widened, multiplied by 16 int16 weights, into 16
  * 32-bit sums: pmullw, pmulhw and unpacking). */
 static void dw_taps(uint32_t* restrict acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
                     int first) {
   uint32_t a[CB];
-  if (first) {
-    for (int j = 0; j < CB; ++j) a[j] = 0;
-  } else {
-    for (int j = 0; j < CB; ++j) a[j] = acc[j];
-  }
+  start_sums(a, acc, first);
   for (int t = 0; t < nt; ++t) {
     const int8_t* restrict s = in[t] + at;
     const int16_t* restrict wt = w[t] + at;
@@ -823,11 +828,7 @@ static void dw_taps(uint32_t* restrict acc, const int8_t* const* in, const int16
 static void dw_pairs(uint32_t* restrict acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
                      int first) {
   uint32_t a[CB];
-  if (first) {
-    for (int j = 0; j < CB; ++j) a[j] = 0;
-  } else {
-    for (int j = 0; j < CB; ++j) a[j] = acc[j];
-  }
+  start_sums(a, acc, first);
   for (int t = 0; t < nt; t += 2) {
     const int8_t* restrict s0 = in[t] + at;
     const int8_t* restrict s1 = in[t + 1] + at;

@@ -37,7 +37,7 @@ def install(frontends, compiler, exception_type):
     @functools.wraps(original_build)
     def build(mod, *args, **kwargs):
         if _enabled[0]:
-            mod, on_cpu, without_scales = lower_tflite_rounding(mod)
+            mod, _, without_scales = lower_tflite_rounding(mod)
             if without_scales:
                 print(f"[tflite-exact] not exact: qnn.requantize x{without_scales} (its convolution went to a "
                       "backend without it: multiplier from the float32 scale product)")
