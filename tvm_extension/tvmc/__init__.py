@@ -4,3 +4,6 @@
 ``hook`` waits for ``tvm.driver.tvmc`` to be imported and then ``integration.install``
 patches it.  Nothing here is imported by backends.
 """
+from .python_flow import compile_model
+
+__all__ = ["compile_model"]
