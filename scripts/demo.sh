@@ -2,7 +2,7 @@
 # The main job on the embedded default: compile examples/models/cnn.onnx for the Vanilla
 # accelerator with TVM's own tvmc, build the MLF with gcc, run it and check it.
 #   scripts/demo.sh [MODEL.onnx] [OUT_DIR]
-source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh" demo
 MODEL="${1:-$ROOT/examples/models/cnn.onnx}"
 OUT="${2:-$ROOT/out}"
 mkdir -p "$OUT"

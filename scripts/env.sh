@@ -1,8 +1,17 @@
-# Sourced by the other scripts: makes .venv (Python 3.10) with the pinned packages and
-# this project installed in editable mode.  Re-installs only when the pins change.
+# Sourced by the other scripts with what to set up:
+#   source scripts/env.sh demo   # .venv (Python 3.10) with requirements-demo.lock: the project's dependencies
+#   source scripts/env.sh test   # the same .venv plus the rest of requirements.lock (test references, TensorFlow...)
+# then this project in editable mode.  Each step runs only when its input changed since it last ran there
+# (a stamp file per step in the venv), and prints one line saying what it does.
+# TVM_EXTENSION_VENV=DIR uses another venv.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${TVM_EXTENSION_VENV:-$ROOT/.venv}"
+case "${1:-}" in
+  demo) LOCK=requirements-demo.lock; PURPOSE="the demo" ;;
+  test) LOCK=requirements.lock; PURPOSE="the tests" ;;
+  *) echo "error: scripts/env.sh is sourced with 'demo' or 'test'" >&2; exit 2 ;;
+esac
 
 find_python310() {
   # A pyenv shim may be on PATH without a 3.10 behind it: check that it runs.
@@ -21,14 +30,26 @@ find_python310() {
   exit 1
 }
 
+step() { echo "setup: $*" >&2; }
+digest() { sha256sum < "$1" | cut -d' ' -f1; }
+# stale NAME FILE: FILE changed since step NAME last ran in this venv.
+stale() { [ "$(cat "$VENV/.installed-$1" 2>/dev/null)" != "$(digest "$2")" ]; }
+done_step() { digest "$2" > "$VENV/.installed-$1"; }
+
 if [ ! -x "$VENV/bin/python" ]; then
-  "$(find_python310)" -m venv "$VENV"
+  PYTHON="$(find_python310)"
+  step "creating the environment $VENV ($PYTHON)"
+  "$PYTHON" -m venv "$VENV"
 fi
-STAMP="$VENV/.installed"
-WANT="$(cat "$ROOT/requirements.lock" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
-if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$ROOT/requirements.lock"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e "$ROOT"
-  echo "$WANT" > "$STAMP"
+PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+if stale "$1" "$ROOT/$LOCK"; then
+  step "installing $(grep -c '^[^#]' "$ROOT/$LOCK") pinned packages for $PURPOSE ($LOCK)"
+  "${PIP[@]}" -r "$ROOT/$LOCK"
+  done_step "$1" "$ROOT/$LOCK"
+fi
+if stale project "$ROOT/pyproject.toml"; then
+  step "installing this project (editable: $ROOT)"
+  "${PIP[@]}" --no-deps -e "$ROOT"
+  done_step project "$ROOT/pyproject.toml"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -2,6 +2,7 @@
 spelling, isolation between compiles, and backends failing in their own code."""
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -10,14 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tomli
 from onnx.reference import ReferenceEvaluator
 
 from conftest import (EXAMPLES, MODELS, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources, run_tvmc,
                       tvm_cpu_reference)
 from model_zoo import fetch
+from test_setup_scripts import closure, distributions_of, imported_modules
 from test_tflite_exact import random_inputs, reference_kernels
 from test_upstream_backend import BACKEND as TINY_RELU_BACKEND
 from tvm_extension.mlf import build
+from tvm_extension.scaffold import create
 
 CNN = MODELS / "cnn.onnx"
 
@@ -39,15 +43,17 @@ def test_scaffold_install_test_compile_run(tmp_path):
     assert (project / "tvm_extension" / "probe_npu" / "__init__.py").is_file()
     for module in ("backend", "patterns", "passes", "codegen", "strategies"):
         assert (project / "probe_npu" / f"{module}.py").is_file()
-    # The command it prints works as printed (a bare "probe_npu" would be looked up on PyPI).
-    command = done.stdout.splitlines()[1].split("#")[0].split()
-    assert command == ["pip", "install", "./probe_npu"], done.stdout
-    installed = pip(*command[1:], cwd=tmp_path)
-    assert installed.returncode == 0, installed.stderr[-2000:]
+    # The commands it prints work as printed (a bare "probe_npu" would be looked up on PyPI), from this folder.
+    install, run_tests = (shlex.split(line.split("#")[0]) for line in done.stdout.splitlines()[1:3])
+    assert install == ["pip", "install", "./probe_npu[test]"], done.stdout
+    assert run_tests == ["pytest", "./probe_npu/tests"], done.stdout
+    installed = pip(*install[1:], cwd=tmp_path)
+    assert installed.returncode == 0 and "does not provide the extra" not in installed.stderr, installed.stderr[-2000:]
     try:
         # Its own tests pass, straight after generation.
-        tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"], cwd=project, capture_output=True, text=True)
-        assert tests.returncode == 0, tests.stdout[-2000:] + tests.stderr[-2000:]
+        tests = subprocess.run([Path(sys.executable).parent / "pytest", "-p", "no:cacheprovider", *run_tests[1:]],
+                               cwd=tmp_path, capture_output=True, text=True)
+        assert tests.returncode == 0 and "1 passed" in tests.stdout, tests.stdout[-2000:] + tests.stderr[-2000:]
         # Plain tvmc finds the installed backend: no flag, no environment variable.
         out = tmp_path / "cnn.tar"
         done = run_tvmc("compile", "--target", "probe_npu", CNN, "-f", "mlf", "-o", out, cwd=tmp_path)
@@ -79,6 +85,18 @@ def test_scaffold_editable_install_sees_edits(tmp_path):
         assert kernel_calls(out, "probe_edit_conv2d") == 2
     finally:
         pip("uninstall", "-y", "tvm-extension-probe-edit")
+
+
+@pytest.mark.parametrize("int8", [False, True], ids=["float", "int8"])
+def test_scaffold_test_extra_brings_what_its_tests_import(tmp_path, int8):
+    """`pip install './NAME[test]' && pytest` works in an environment without pytest (the demo's): the
+    project's dependencies and its [test] extra bring every module its tests import, and pytest."""
+    project = create("probe_extra", tmp_path, int8=int8)
+    metadata = tomli.loads((project / "pyproject.toml").read_text())["project"]
+    brought = closure(metadata["dependencies"] + metadata["optional-dependencies"]["test"])
+    needed = distributions_of(imported_modules((project / "tests").glob("*.py")) - {"probe_extra"} | {"pytest"})
+    assert "tvm-uma-extensions" in needed.values()  # the scan sees the tests' imports
+    assert {module: dist for module, dist in needed.items() if dist not in brought} == {}
 
 
 INT8 = "probe_int8"

@@ -5,7 +5,6 @@
     python -m tvm_extension examples      # the folder of the example extensions (Vanilla, QVanilla)
 """
 import argparse
-import os
 import sys
 
 from tvm_extension import api
@@ -47,17 +46,14 @@ def main(argv=None) -> int:
 
         print(data_folder("tvm_extension.scaffold", "examples", "examples/ext"))
         return 0
-    from tvm_extension.scaffold import ScaffoldError, create  # pylint: disable=import-outside-toplevel
+    from tvm_extension.scaffold import ScaffoldError, create, next_steps  # pylint: disable=import-outside-toplevel
 
     try:
         project = create(args.name, args.directory, int8=args.int8)
     except ScaffoldError as err:
         sys.stderr.write(f"Error: {err}\n")
         return 2
-    where = project if project.is_absolute() else os.path.join(".", project)  # pip reads a bare name as PyPI's
-    print(f"created {where}\n"
-          f"  pip install {where}          # or pip install -e {where} while you edit the backend\n"
-          f"  tvmc compile --target {args.name} MODEL -f mlf -o out.tar")
+    print(next_steps(project, args.name))
     return 0
 
 

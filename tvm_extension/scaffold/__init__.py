@@ -13,7 +13,7 @@ leaves nothing behind.
 """
 import keyword
 import os
-import shutil
+import shlex
 import string
 import tempfile
 from pathlib import Path
@@ -80,3 +80,13 @@ def create(name: str, directory=".", int8: bool = False) -> Path:
             destination.write_text(string.Template(source.read_text()).substitute(values))
         os.replace(staging, target)
     return target
+
+
+def next_steps(project: Path, name: str) -> str:
+    """What ``new`` prints: the commands that install the project with its tests' needs and run them."""
+    where = str(project) if project.is_absolute() else os.path.join(".", project)  # pip reads a bare name as PyPI's
+    with_tests = shlex.quote(f"{where}[test]")  # quoted: the brackets are a glob to the shell
+    return (f"created {where}\n"
+            f"  pip install {with_tests}   # with pytest; pip install -e {with_tests} while you edit the backend\n"
+            f"  pytest {shlex.quote(os.path.join(where, 'tests'))}   # its own tests\n"
+            f"  tvmc compile --target {name} MODEL -f mlf -o out.tar")

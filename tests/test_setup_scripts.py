@@ -1,0 +1,140 @@
+"""scripts/env.sh: the demo's environment is small (requirements-demo.lock) and the tests' one adds to it
+(requirements.lock); each set-up step says what it does and runs again only when its input changed.
+
+Cheap checks: the locks and imports are read, not installed; env.sh runs against a stand-in Python
+that records the commands it is given.
+"""
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import importlib_metadata
+import tomli
+from packaging.requirements import Requirement
+
+from conftest import EXAMPLES, ROOT
+
+# What scripts/demo.sh runs: tvmc with the example extensions, make_input.py, tvm_extension.mlf,
+# check_output.py.  The benchmarks (python -m uma_*.benchmark, the [bench] extra) are not part of it.
+DEMO_FILES = [EXAMPLES / "make_input.py", EXAMPLES / "check_output.py", *(EXAMPLES / "ext").rglob("*.py"),
+              *[p for package in ("tvm_extension", "uma_vanilla", "uma_qvanilla", "uma_strawberry", "uma_chocolate")
+                for p in (ROOT / package).rglob("*.py") if p.name != "benchmark.py"]]
+OWN_MODULES = {"tvm_extension", "uma_vanilla", "uma_qvanilla", "uma_strawberry", "uma_chocolate"}
+
+
+def normalise(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_lock(path):
+    """{normalised name: version} of a pip lock file."""
+    pins = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[normalise(name)] = version.strip()
+    return pins
+
+
+def imported_modules(paths):
+    """The top-level names of the absolute imports in these Python files (function-level ones too)."""
+    names = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(Path(path).read_text())):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def distributions_of(modules):
+    """{module: the distribution that provides it} for the modules not in the standard library."""
+    providers = importlib_metadata.packages_distributions()
+    missing = sorted(m for m in modules if m not in sys.stdlib_module_names and m not in providers)
+    assert not missing, f"no installed distribution provides {missing}"
+    return {m: normalise(providers[m][0]) for m in modules if m not in sys.stdlib_module_names}
+
+
+def closure(requirements):
+    """The distributions that installing these requirements brings, from the installed packages' metadata."""
+    seen, todo = set(), [Requirement(r) for r in requirements]
+    while todo:
+        requirement = todo.pop()
+        if normalise(requirement.name) in seen:
+            continue
+        seen.add(normalise(requirement.name))
+        for text in importlib_metadata.requires(requirement.name) or []:
+            dependency = Requirement(text)
+            extras = requirement.extras or {""}
+            if dependency.marker is None or any(dependency.marker.evaluate({"extra": e}) for e in extras):
+                todo.append(dependency)
+    return seen
+
+
+def test_demo_lock_is_the_projects_dependencies_pinned_as_for_the_tests():
+    demo, full = read_lock(ROOT / "requirements-demo.lock"), read_lock(ROOT / "requirements.lock")
+    assert {name: full.get(name) for name in demo} == demo, "the demo's pins differ from requirements.lock's"
+    assert not {name for name in demo if re.match(r"tensorflow|keras|tensorboard|pytest", name)}
+    # Exactly what `pip install .` brings, nothing more (the project itself is installed apart, editable).
+    dependencies = tomli.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert set(demo) == closure(dependencies)
+
+
+def test_demo_lock_provides_every_module_the_demo_imports():
+    demo = read_lock(ROOT / "requirements-demo.lock")
+    needed = distributions_of(imported_modules(DEMO_FILES) - OWN_MODULES)
+    assert "hhb-tvm" in needed.values() and "onnx" in needed.values()  # the scan sees the demo's imports
+    assert {m: d for m, d in needed.items() if d not in demo} == {}
+
+
+STAND_IN_PYTHON = """#!/bin/bash
+# Records how it is called (not env.sh's check that it runs); "-m venv DIR" makes DIR/bin/python, a copy of it.
+[ "$1" = -c ] && exit 0
+echo "$(basename "$0") $*" >> "$CALLS"
+if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi
+"""
+
+
+def test_setup_steps_say_what_they_do_and_run_once(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "env.sh", root / "scripts")
+    for name in ("requirements-demo.lock", "requirements.lock", "pyproject.toml"):
+        shutil.copy(ROOT / name, root)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3.10").write_text(STAND_IN_PYTHON)
+    (bin_dir / "python3.10").chmod(0o755)
+    venv, calls = tmp_path / "venv", tmp_path / "calls"
+    env = dict(os.environ, TVM_EXTENSION_VENV=str(venv), CALLS=str(calls), PATH=f"{bin_dir}:{os.environ['PATH']}")
+
+    def setup(purpose):
+        calls.write_text("")
+        done = subprocess.run(["bash", "-c", f"source scripts/env.sh {purpose}"], cwd=root, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stderr.splitlines(), calls.read_text().splitlines()
+
+    pip = "python -m pip install --quiet --disable-pip-version-check"
+    demo_count, full_count = len(read_lock(root / "requirements-demo.lock")), len(read_lock(root / "requirements.lock"))
+    said, ran = setup("demo")
+    assert said == [f"setup: creating the environment {venv} ({bin_dir / 'python3.10'})",
+                    f"setup: installing {demo_count} pinned packages for the demo (requirements-demo.lock)",
+                    f"setup: installing this project (editable: {root})"]
+    assert ran == [f"python3.10 -m venv {venv}", f"{pip} -r {root}/requirements-demo.lock",
+                   f"{pip} --no-deps -e {root}"]
+    assert setup("demo") == ([], [])
+    # The tests add their lock to the same environment; the project is already there.
+    assert setup("test") == ([f"setup: installing {full_count} pinned packages for the tests (requirements.lock)"],
+                             [f"{pip} -r {root}/requirements.lock"])
+    assert setup("test") == ([], []) and setup("demo") == ([], [])
+    # A changed lock is installed again, and only it.
+    with open(root / "requirements-demo.lock", "a") as lock:
+        lock.write("# changed\n")
+    assert setup("demo")[1] == [f"{pip} -r {root}/requirements-demo.lock"]
+    assert setup("test") == ([], [])
