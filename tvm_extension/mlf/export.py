@@ -6,8 +6,9 @@ with ``tvm.micro`` resolved to a stand-in that supplies the two things it asks o
 microTVM: the standalone C runtime folder and the CRT template files.  Both come from
 this project's ``c_runtime/crt`` plus the runtime headers that ship in the TVM wheel.
 
-Then the C libraries of the backends the model was offloaded to are added once, and the
-archive is written atomically (nothing half-written is left on failure).
+Then the C libraries of the backends the model was offloaded to are added once, what TVM
+leaves to the clock or to hash order is fixed (``reproducible``: the same compile gives the
+same bytes), and the archive is written atomically (nothing half-written is left on failure).
 """
 import importlib.util
 import json
@@ -25,6 +26,8 @@ from tvm import relay
 from tvm_extension import uma
 from tvm_extension.api import stages
 from tvm_extension.api.resources import data_folder
+
+from . import reproducible
 
 CRT_DIR = data_folder(__package__, "c_runtime", "c_runtime") / "crt"
 TVM_ROOT = Path(tvm.__file__).resolve().parent
@@ -114,10 +117,11 @@ def _tensor_shapes(ty):
     return [[int(d) for d in ty.shape]]
 
 
-def _add_shapes(tree: Path, modules):
-    """Record input and output shapes in metadata.json (TVM's records only byte sizes)."""
+def _complete_metadata(tree: Path, modules, seconds: int):
+    """Record input and output shapes in metadata.json (TVM's records only byte sizes), and fix
+    its export time and order."""
     path = tree / "metadata.json"
-    metadata = json.loads(path.read_text())
+    metadata = reproducible.settle_metadata(json.loads(path.read_text()), seconds)
     for mod in modules:
         main = relay.transform.InferType()(mod.ir_mod)["main"]
         entry = metadata["modules"][mod.libmod_name]["memory"]["functions"]["main"][0]
@@ -126,22 +130,35 @@ def _add_shapes(tree: Path, modules):
     path.write_text(json.dumps(metadata, indent=2, sort_keys=True))
 
 
+def _settle_order(tree: Path, modules):
+    """TVM's generated C, Relay text and parameters in an order that does not change from run to run."""
+    for path in sorted((tree / "codegen" / "host" / "src").glob("*.c")):
+        path.write_text(reproducible.sorted_declarations(path.read_text()))
+    for path in sorted((tree / "src").glob("*.relay")):
+        path.write_text(reproducible.sorted_attribute_maps(path.read_text()))
+    for mod in modules:
+        (tree / "parameters" / f"{mod.libmod_name}.params").write_bytes(reproducible.params_in_name_order(mod.params))
+
+
 def export_model_library_format(mods, file_name):
     """Drop-in for ``tvm.micro.export_model_library_format`` (graph and AOT modules)."""
     file_name = Path(file_name)
     modules = mods if isinstance(mods, list) else [mods]
+    seconds = reproducible.build_time()
     with stages.stage("packaging MLF"), tempfile.TemporaryDirectory(prefix="mlf-") as work:
         work = Path(work)
         exporter = _load_tvm_exporter(work)
         tree = work / "tree"
         tree.mkdir()
         exporter._export_graph_model_library_format(modules, tree)
-        _add_shapes(tree, modules)
+        _complete_metadata(tree, modules, seconds)
+        _settle_order(tree, modules)
         _add_c_libraries(tree)
         _write_build_note(tree)
         partial = file_name.with_name(f".{file_name.name}.partial")
         try:
-            exporter._make_tar(tree, partial, modules)
+            exporter._make_tar(tree, work / "tvm.tar", modules)
+            reproducible.repack(work / "tvm.tar", partial, seconds)
             os.replace(partial, file_name)
         finally:
             partial.unlink(missing_ok=True)

@@ -18,6 +18,7 @@ import sys
 
 from tvm_extension import api, uma
 from tvm_extension.api import stages
+from tvm_extension.mlf import reproducible
 from tvm_extension.mlf.export import export_model_library_format
 
 from . import arguments, onnx_qlinear, registry, tflite_exact
@@ -175,6 +176,7 @@ def _drive_compile(original):
     def drive_compile(args):
         try:
             applied = arguments.apply_embedded_defaults(args, list(registry.extension_codegens()))
+            reproducible.build_time()  # a malformed SOURCE_DATE_EPOCH stops tvmc before it compiles
         except ValueError as err:
             raise TVMCException(str(err)) from None
         if applied:
