@@ -40,6 +40,12 @@ def test_dump_code_writes_every_generated_c_file_beside_the_output(tmp_path):
     assert c_dump.count("= vanilla_conv2dnchw") == kernel_calls(out) == 3
 
 
+def test_dump_code_of_what_c_targets_do_not_generate_is_refused(tmp_path):
+    done = _compile(tmp_path / "out.tar", "--dump-code", "relay,ll")
+    assert_one_line_error(done, "--dump-code ll", "choose from relay, tir, c")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_dump_offloads_names_the_extension_target(tmp_path):
     done = _compile(tmp_path / "out.tar", "--dump-offloads", "-")
     assert done.returncode == 0, done.stderr
