@@ -12,10 +12,14 @@ from tvm_extension import api
 
 EXTENSION_SOURCE = """
 from tvm_extension.api import TVMExtension
+from tvm.relay.backend.contrib.uma.backend import UMABackend
+
+class {cls}Backend(UMABackend):
+    target_name = "{cls}-backend"
 
 class {cls}(TVMExtension):
     def uma_backends(self):
-        return ["{cls}-backend"]
+        return [{cls}Backend()]
 """
 
 
@@ -49,7 +53,7 @@ def test_explicit_path_loads_and_leaves_sys_path_alone(tmp_path):
     assert [(e.name, e.origin) for e in found] == [
         ("tvm_extension.probe_explicit:ExplicitExt", f"path {tmp_path}")
     ]
-    assert found[0].backends() == ["ExplicitExt-backend"]
+    assert [b.target_name for b in found[0].backends()] == ["ExplicitExt-backend"]
 
 
 def test_environment_variable_holds_several_folders(tmp_path):
@@ -76,15 +80,62 @@ def test_portion_on_pythonpath_is_found_without_flags(tmp_path):
 
 def test_second_folder_with_a_taken_module_name_says_so(tmp_path):
     """The first folder's module wins (as on sys.path); a named folder whose only module is
-    shadowed is an error that says by what, not "defines no TVMExtension subclass" alone."""
+    shadowed is an error whose line starts with that cause; ``list`` reports the same line."""
     a = make_extension(tmp_path / "a", "probe_same", "First")
     b = make_extension(tmp_path / "b", "probe_same", "Second")
     with pytest.raises(api.ExtensionError) as error:
         api.discover([str(a), str(b)], environ={}, python_path=False, entry_points=False)
     message = str(error.value)
-    assert f"extension path '{b}' defines no TVMExtension subclass" in message
-    assert f"module tvm_extension.probe_same is already imported from {a}" in message
-    assert "extension module names must be unique" in message
+    assert message.startswith(f"extension module tvm_extension.probe_same of '{b}' is already imported from {a}")
+    assert "extension module names must be unique" in message and "\n" not in message
+    listed = api.discover([str(a), str(b)], environ={}, python_path=False, entry_points=False, strict=False)
+    assert [(e.name, e.error) for e in listed if e.error] == [(str(b), message)]
+
+
+def test_uma_backends_variable_is_an_alias(tmp_path):
+    """$UMA_BACKENDS, the spelling of the UMA-in-TVMC discussion, is read like TVM_EXTENSION_PATH."""
+    folder = make_extension(tmp_path, "probe_uma_env", "UmaEnv")
+    found = api.discover([], environ={"UMA_BACKENDS": str(folder)}, python_path=False, entry_points=False)
+    assert [(e.name, e.origin) for e in found] == [("tvm_extension.probe_uma_env:UmaEnv", "environment UMA_BACKENDS")]
+
+
+def test_framework_modules_are_never_candidates():
+    """Discovery on the framework's own folder imports none of its modules as an extension
+    (``tvm_extension.tflite_exact`` was, when the reserved names were a hand list)."""
+    script = (
+        "import sys\n"
+        "from tvm_extension import api\n"
+        "before = set(sys.modules)\n"
+        "found = api.discover([], environ={}, entry_points=False)\n"
+        "print(sorted(m for m in set(sys.modules) - before if m.startswith('tvm_extension.')), len(found))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd="/", capture_output=True, text=True, check=True)
+    assert done.stdout.split()[-2:] == ["[]", "0"], done.stdout
+    framework = {p.stem for p in (ROOT / "tvm_extension").iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+    assert framework <= api.RESERVED_NAMES
+
+
+def test_list_with_nothing_found_says_where_it_looked(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", *api.discovery.ENV_VARS)}
+    done = subprocess.run([sys.executable, "-m", "tvm_extension", "list"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("no extensions found; looked in:")
+    assert "folders named on the command line: none" in out
+    assert "TVM_EXTENSION_PATH, TVMC_EXTENSION_DIR, UMA_BACKENDS not set" in out
+    assert f"on PYTHONPATH and in installed distributions: " in out and str(ROOT / "tvm_extension") in out
+    assert "entry points of the group 'tvm_extension': none" in out
+    assert "--experimental-tvm-extension DIR" in out and "python -m tvm_extension new NAME" in out
+
+
+def test_uma_backends_returning_no_list_is_a_failure(tmp_path):
+    make_extension(tmp_path, "probe_none", "NoneExt", source=EXTENSION_SOURCE.replace("[{cls}Backend()]", "None"))
+    with pytest.raises(api.ExtensionError) as error:
+        api.discover([str(tmp_path)], environ={}, python_path=False, entry_points=False)
+    assert str(error.value).startswith("extension tvm_extension.probe_none:NoneExt (")
+    assert "uma_backends() returned NoneType None, not a list of UMABackend instances" in str(error.value)
 
 
 def test_example_extensions():

@@ -201,3 +201,104 @@ def test_long_stage_shows_on_a_terminal(monkeypatch):
     time.sleep(0.8)
     assert "partitioning for slow_npu (1 s)" in terminal.getvalue() or "partitioning for slow_npu (0 s)" in terminal.getvalue()
     assert terminal.getvalue().endswith("\r\x1b[K")  # the line is cleared when nothing runs
+
+
+def test_plain_help_lists_every_attribute_with_type_default_and_range():
+    """An extension loaded from the environment: plain ``tvmc compile --help`` gives each
+    attribute's type, default and the backend's declared range."""
+    from tvm_extension import api
+
+    done = run_tvmc("compile", "--help", env={"TVM_EXTENSION_PATH": str(VANILLA_EXT)})
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())  # argparse wraps help lines
+    backends = [b for e in api.discover([str(VANILLA_EXT)], environ={}, python_path=False, entry_points=False)
+                for b in e.backends()]
+    for backend in backends:
+        ranges = getattr(type(backend), "target_attr_ranges", {})
+        for attr, default in backend._target_attrs.items():
+            kind = "true/false" if isinstance(default, bool) else type(default).__name__
+            expected = f"target {backend.target_name} {attr} ({kind}, default: {default}"
+            if attr in ranges:
+                expected += f", range {ranges[attr][0]}..{ranges[attr][1]})"
+            assert f"--target-{backend.target_name}-{attr}" in text and expected in text, expected
+    assert "default: 7, range 1..8)" in text  # Vanilla's max_kernel_size, whatever the loop above saw
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_uma_backends_spellings_are_aliases(tmp_path, how):
+    out = tmp_path / "o.tar"
+    if how == "flag":
+        done = run_tvmc("compile", "--target", "vanilla_accelerator", "--uma-backends", VANILLA_EXT, CNN,
+                        "-f", "mlf", "-o", out)
+    else:
+        done = run_tvmc("compile", "--target", "vanilla_accelerator", CNN, "-f", "mlf", "-o", out,
+                        env={"UMA_BACKENDS": str(VANILLA_EXT)})
+    assert done.returncode == 0, done.stderr
+    assert kernel_calls(out) == 3
+    helped = " ".join(run_tvmc("compile", "--help").stdout.split())
+    assert "--experimental-tvm-extension PATH, --experimental-tvmc-extension PATH, --uma-backends PATH" in helped
+    assert "--uma-backends are aliases" in helped
+    assert "$UMA_BACKENDS" in helped
+
+
+def test_versions():
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    import tvm
+
+    ours = f"tvm-uma-extensions {importlib.metadata.version('tvm-uma-extensions')}, TVM {tvm.__version__}"
+    done = run_tvmc("--version")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == tvm.__version__ and lines[1].startswith(ours), done.stdout  # TVM's line first, as before
+    done = subprocess.run([sys.executable, "-m", "tvm_extension", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith(ours), done.stdout + done.stderr
+
+
+def test_list_says_what_compile_says(tmp_path):
+    """Two folders defining the same extension module: compile refuses, list reports the same line."""
+    import subprocess
+    import sys
+
+    for folder, cls in (("a", "First"), ("b", "Second")):
+        _write(tmp_path / folder / "tvm_extension" / "twin" / "__init__.py", f"""
+            from tvm_extension.api import TVMExtension
+            from uma_vanilla import VanillaAcceleratorBackend
+
+            class {cls}(TVMExtension):
+                def uma_backends(self):
+                    return [VanillaAcceleratorBackend()]
+        """)
+    folders = ["--uma-backends", tmp_path / "a", "--uma-backends", tmp_path / "b"]
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", *folders, CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    line = assert_one_line_error(done, "extension module tvm_extension.twin of", "names must be unique")
+    listed = subprocess.run([sys.executable, "-m", "tvm_extension", "list", *map(str, folders)],
+                            capture_output=True, text=True)
+    assert listed.returncode == 1, listed.stdout
+    assert f"  why: {line[len('Error: '):]}" in listed.stdout.splitlines(), listed.stdout
+
+
+def test_progress_line_is_cleared_when_its_stage_ends(monkeypatch):
+    """An inner stage's line is cleared as it ends, while the outer stage still runs (the
+    offload report printed next must not start on it)."""
+    import io
+    import time
+
+    from tvm_extension.api import stages
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr(stages, "SHOW_AFTER", 0.1)
+    with stages.stage("compiling"):
+        with stages.stage("partitioning for slow_npu"):
+            time.sleep(1.2)
+        shown = terminal.getvalue()
+        assert "partitioning for slow_npu (" in shown
+        assert "\r\x1b[K" in shown[shown.rindex("partitioning for slow_npu ("):], shown
+    assert terminal.getvalue().endswith("\r\x1b[K")

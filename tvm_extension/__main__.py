@@ -1,17 +1,20 @@
 """``python -m tvm_extension``: inspect the extensions found, or scaffold a new backend.
 
-    python -m tvm_extension list [--experimental-tvm-extension PATH ...]
+    python -m tvm_extension list [--experimental-tvm-extension PATH ...]   # alias: --uma-backends PATH
     python -m tvm_extension new NAME [--directory DIR] [--int8]
     python -m tvm_extension examples      # the folder of the example extensions (Vanilla, QVanilla)
+    python -m tvm_extension --version     # this project's version and TVM's
 """
 import argparse
 import sys
 
 from tvm_extension import api
+from tvm_extension.api.version import VersionAction
 
 
 def list_extensions(paths) -> int:
-    """Each extension, where it came from, its backends and their target attributes; failures last."""
+    """Each extension, where it came from, its backends and their target attributes; failures last
+    (worded as tvmc compile words them); where it looked when nothing was found."""
     found = api.discover(paths, strict=False)
     failed = [e for e in found if e.error]
     for extension in (e for e in found if not e.error):
@@ -22,16 +25,25 @@ def list_extensions(paths) -> int:
     for extension in failed:
         print(f"FAILED {extension.name}\n  from: {extension.origin}\n  why: {extension.error}")
     if not found:
-        print("no extensions found")
+        print("no extensions found; looked in:")
+        for place in api.searched_places(paths):
+            print(f"  {place}")
+        print("add a folder holding tvm_extension/<name>/__init__.py with --experimental-tvm-extension DIR "
+              "(or --uma-backends DIR, or TVM_EXTENSION_PATH=DIR), or pip install a package that ships one; "
+              "python -m tvm_extension new NAME creates one")
     return 1 if failed else 0
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tvm_extension", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action=VersionAction, help="print this project's version and TVM's, and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     listing = sub.add_parser("list", help="list the extensions found and where they come from")
-    listing.add_argument("--experimental-tvm-extension", "--experimental-tvmc-extension", dest="paths",
-                         metavar="PATH", action="append", default=[], help="also load this folder")
+    listing.add_argument("--experimental-tvm-extension", "--experimental-tvmc-extension", "--uma-backends",
+                         dest="paths", metavar="PATH", action="append", default=[],
+                         help="also load this folder (repeatable; --experimental-tvmc-extension, MLonMCU's "
+                              "spelling, and --uma-backends are aliases; folders are also read from "
+                              + ", ".join(f"${v}" for v in api.discovery.ENV_VARS) + ")")
     new = sub.add_parser("new", help="create a working backend project for a new accelerator")
     new.add_argument("name", help="the accelerator's name: a Python identifier, also its target name")
     new.add_argument("--directory", default=".", help="where to create the NAME folder (default: here)")

@@ -1,7 +1,8 @@
 """The public face of the extension mechanism: what an extension is and how it is found.
 
 An extension is a ``TVMExtension`` subclass living in a subpackage of the PEP 420
-namespace package ``tvm_extension``.  Nothing here knows TVMC or Relay.
+namespace package ``tvm_extension``.  Nothing here knows TVMC; Relay only to check that
+``uma_backends()`` returned ``UMABackend`` instances.
 """
 from .extension import TVMExtension, ExtensionError
 
@@ -12,6 +13,7 @@ from .discovery import (
     ENTRY_POINT_GROUP,
     LoadedExtension,
     discover,
+    searched_places,
 )
 
 __all__ = [
@@ -23,4 +25,5 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "LoadedExtension",
     "discover",
+    "searched_places",
 ]

@@ -5,16 +5,18 @@ Places searched, first found wins for a given subpackage name:
 1. folders given explicitly (``--experimental-tvm-extension PATH``, or MLonMCU's spelling
    ``--experimental-tvmc-extension PATH``), in order;
 2. folders in the ``TVM_EXTENSION_PATH`` environment variable (``os.pathsep``-separated),
-   then in ``TVMC_EXTENSION_DIR`` (MLonMCU's spelling);
+   then in ``TVMC_EXTENSION_DIR`` (MLonMCU's spelling) and ``UMA_BACKENDS`` (the spelling
+   proposed in the UMA-in-TVMC discussion);
 3. ``tvm_extension`` portions already importable (``PYTHONPATH``, installed distributions);
 4. entry points of the ``tvm_extension`` group (``importlib.metadata``).
 
 Each such folder holds a ``tvm_extension`` (or ``tvmc_extension``) directory, with or
 without ``__init__.py``.  As the TVMC-extension patch (MLonMCU's) does, every module and
 package under it is imported, except names starting with a single ``_`` (with everything
-below them) and the reserved framework names, and every concrete ``TVMExtension`` subclass
-found is an extension (``TVMCExtension`` is the same class).  A module that fails to import
-is a warning; an explicit folder in which no module defines an extension is an error.
+below them) and the framework's own module names, and every concrete ``TVMExtension`` subclass
+found is an extension (``TVMCExtension`` is the same class); its ``uma_backends()`` must return
+a list of ``UMABackend`` instances.  A module that fails to import is a warning; an explicit
+folder in which no module defines an extension is an error, worded by its first cause.
 An extension is code: importing it runs it with the user's rights.
 """
 import dataclasses
@@ -35,10 +37,12 @@ from .extension import ExtensionError, TVMExtension
 PACKAGE = "tvm_extension"
 PACKAGES = (PACKAGE, "tvmc_extension")  # the second: MLonMCU's spelling
 ENV_VAR = "TVM_EXTENSION_PATH"
-ENV_VARS = (ENV_VAR, "TVMC_EXTENSION_DIR")
+ENV_VARS = (ENV_VAR, "TVMC_EXTENSION_DIR", "UMA_BACKENDS")  # MLonMCU's, the UMA discussion's
 ENTRY_POINT_GROUP = "tvm_extension"
-# Subpackages of the namespace that belong to the framework, never scanned as extensions.
-RESERVED_NAMES = frozenset({"api", "tvmc", "uma", "mlf", "scaffold", "__main__"})
+# The framework's own folder: every module and package shipped in it is the framework's, never
+# an extension candidate (read from the folder, so a new subpackage is reserved by shipping it).
+FRAMEWORK_FOLDER = Path(__file__).resolve().parents[1]
+RESERVED_NAMES = frozenset(info.name for info in pkgutil.iter_modules([str(FRAMEWORK_FOLDER)]))
 
 
 @dataclasses.dataclass
@@ -50,9 +54,26 @@ class LoadedExtension:
     location: str  # the file it was loaded from
     instance: Optional[TVMExtension] = None
     error: Optional[str] = None
+    backend_list: list = dataclasses.field(default_factory=list)  # what uma_backends() returned, checked
 
     def backends(self):
-        return list(self.instance.uma_backends()) if self.instance else []
+        return list(self.backend_list)
+
+
+def _not_backends(value) -> Optional[str]:
+    """Why ``value`` (what ``uma_backends()`` returned) is not a list of UMA backends, or None."""
+    from tvm.relay.backend.contrib.uma.backend import UMABackend  # pylint: disable=import-outside-toplevel
+
+    def what(v):
+        shown = repr(v)
+        return f"{type(v).__name__} {shown}" if len(shown) <= 40 and not shown.startswith("<") else type(v).__name__
+
+    if not isinstance(value, (list, tuple)):
+        return f"uma_backends() returned {what(value)}, not a list of UMABackend instances"
+    wrong = [v for v in value if not isinstance(v, UMABackend)]
+    if wrong:
+        return f"uma_backends() returned a list holding {what(wrong[0])}, not a UMABackend instance"
+    return None
 
 
 def _describe_import_error(exc: BaseException, root: Path) -> str:
@@ -147,10 +168,14 @@ class _Search:
         found_any = False
         for portion in portions:
             found_any = self.add_portion(portion, folder, origin) or found_any
-        if strict and not found_any:
-            failures = [e.error for e in self.loaded[before:] if e.error] + self.shadowed[shadowed_before:]
-            why = f": {failures[0]}" if failures else ""
-            raise ExtensionError(f"extension path '{folder}' defines no TVMExtension subclass in {portions[0]}{why}")
+        if found_any:
+            return
+        # The first cause leads the line; failures already recorded are not recorded twice.
+        failed = [e.error for e in self.loaded[before:] if e.error]
+        causes = failed + self.shadowed[shadowed_before:]
+        message = causes[0] if causes else f"extension path '{folder}' defines no TVMExtension subclass in {portions[0]}"
+        if strict or not failed:
+            raise ExtensionError(message)
 
     def add_portion(self, portion: Path, folder: Path, origin: str, owners: Optional[Dict[Path, str]] = None) -> bool:
         """Import every module and package under ``portion`` (as the TVMC-extension patch's
@@ -171,13 +196,13 @@ class _Search:
             try:
                 module = _import_file(name, file, is_package, folder)
             except Exception as exc:  # an extension may fail in any way; report it in one line
-                message = f"extension {file} failed to import: {_describe_import_error(exc, folder.resolve())}"
+                message = f"extension {name} failed to import: {_describe_import_error(exc, folder.resolve())}"
                 self.loaded.append(LoadedExtension(name, where, str(file), error=message))
                 continue
             if module is None:  # shadowed by an earlier module of the same name
                 taken = getattr(sys.modules.get(name), "__file__", None) or "elsewhere"
-                self.shadowed.append(f"module {name} is already imported from {taken} "
-                                     "(extension module names must be unique)")
+                self.shadowed.append(f"extension module {name} of '{folder}' is already imported from {taken}: "
+                                     "extension module names must be unique (rename one)")
                 continue
             for cls in _extension_classes(module):
                 found_any = self.add_class(cls, where, str(file)) or found_any
@@ -191,12 +216,15 @@ class _Search:
             return True
         try:
             instance = cls()
-            instance.uma_backends()
+            backends = instance.uma_backends()
+            problem = _not_backends(backends)
         except Exception as exc:
-            message = f"extension {name} ({location}) failed: {type(exc).__name__}: {exc}"
+            problem = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if problem:
+            message = f"extension {name} ({location}): {problem}"
             self.loaded.append(LoadedExtension(name, origin, location, error=message))
             return False
-        self.loaded.append(LoadedExtension(name, origin, location, instance))
+        self.loaded.append(LoadedExtension(name, origin, location, instance, backend_list=list(backends)))
         return True
 
 
@@ -266,3 +294,18 @@ def discover(
             for cls in classes:
                 search.add_class(cls, origin, ep.value)
     return search.loaded
+
+
+def searched_places(paths: Iterable[str] = (), environ=None) -> List[str]:
+    """Where ``discover`` looks, one line per place (said when nothing was found)."""
+    environ = os.environ if environ is None else environ
+    variables = "; ".join(f"{v}={environ[v]}" for v in ENV_VARS if environ.get(v))
+    portions = ", ".join(str(p) for p in _python_path_portions())
+    entry_points = ", ".join(ep.value for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
+    return [
+        f"folders named on the command line: {', '.join(map(str, paths)) or 'none'}",
+        f"environment variables: {variables or ', '.join(ENV_VARS) + ' not set'}",
+        f"{PACKAGE} folders on PYTHONPATH and in installed distributions: {portions or 'none'} "
+        f"(the framework's own modules there are not extensions: {', '.join(sorted(RESERVED_NAMES))})",
+        f"entry points of the group '{ENTRY_POINT_GROUP}': {entry_points or 'none'}",
+    ]

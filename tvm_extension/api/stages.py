@@ -1,5 +1,6 @@
 """The stages of a compile, timed: logged to the ``tvm_extension`` logger (tvmc's ``-vv``) and,
-on a terminal, shown on one line of stderr while a stage runs longer than a few seconds.
+on a terminal, shown on one line of stderr while a stage runs longer than a few seconds, and
+cleared as soon as that stage ends (what is printed next starts on a clean line).
 
     with stage("partitioning for vanilla_accelerator"):
         ...
@@ -14,24 +15,32 @@ logger = logging.getLogger("tvm_extension")
 SHOW_AFTER = 3.0  # seconds: shorter stages are not worth a progress line
 
 _running = []  # (name, start) of the stages entered and not left, innermost last
-_lock = threading.Lock()
+_lock = threading.Lock()  # also held while the line is written, so a clear is never overwritten
 _watcher = None
+_shown = False  # a progress line is on the terminal
+
+
+def _clear():
+    global _shown
+    if _shown:
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+        _shown = False
 
 
 def _show_progress():
-    shown = False
+    global _shown
     while True:
         time.sleep(0.5)
         with _lock:
             name, start = _running[-1] if _running else (None, 0.0)
-        elapsed = time.monotonic() - start
-        if name is not None and elapsed >= SHOW_AFTER:
-            sys.stderr.write(f"\r\x1b[K{name} ({elapsed:.0f} s)")
-            shown = True
-        elif name is None and shown:
-            sys.stderr.write("\r\x1b[K")
-            shown = False
-        sys.stderr.flush()
+            elapsed = time.monotonic() - start
+            if name is not None and elapsed >= SHOW_AFTER:
+                sys.stderr.write(f"\r\x1b[K{name} ({elapsed:.0f} s)")
+                sys.stderr.flush()
+                _shown = True
+            else:
+                _clear()
 
 
 def _watch_on_terminal():
@@ -53,4 +62,5 @@ def stage(name: str, level: int = logging.INFO):
     finally:
         with _lock:
             _running.remove((name, start))
+            _clear()  # the stage's line goes with it, even when an outer stage still runs
         logger.log(level, "%s: %.2f s", name, time.monotonic() - start)

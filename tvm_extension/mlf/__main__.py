@@ -17,14 +17,34 @@ from .host import HostBuildError, build
 
 
 def _read_inputs(path: Path, program):
-    if not path.is_file():
-        raise HostBuildError(f"input file {path} does not exist")
-    if path.suffix == ".npy":
-        if len(program.inputs) != 1:
-            raise HostBuildError(f"the model has {len(program.inputs)} inputs: give an .npz keyed by input name")
-        return {program.inputs[0].name: np.load(path)}
-    with np.load(path) as data:
-        return dict(data)
+    """The inputs in ``path``, checked against the model's (one line naming the file otherwise)."""
+    try:
+        if path.suffix == ".npy":
+            if len(program.inputs) != 1:
+                raise HostBuildError(f"the model has {len(program.inputs)} inputs: give an .npz keyed by input name")
+            inputs = {program.inputs[0].name: np.load(path)}
+        else:
+            with np.load(path) as data:
+                inputs = dict(data)
+    except (OSError, ValueError, EOFError) as exc:  # numpy's words for a file that is no .npy/.npz
+        raise HostBuildError(f"cannot read inputs from {path}, not an .npy or .npz file: "
+                             f"{str(exc).splitlines()[0]}") from None
+    program.check_inputs(inputs, f" in {path}")
+    return inputs
+
+
+def _check_paths(args):
+    """What the user named, checked before building (a build takes seconds)."""
+    if not args.mlf.is_file():
+        raise HostBuildError(f"MLF archive {args.mlf} does not exist")
+    if args.command != "run":
+        return
+    if not args.inputs.is_file():
+        raise HostBuildError(f"input file {args.inputs} does not exist")
+    if args.outputs.is_dir():
+        raise HostBuildError(f"output path {args.outputs} is a folder: give a file name, e.g. {args.outputs / 'out.npz'}")
+    if not args.outputs.parent.is_dir():
+        raise HostBuildError(f"output folder {args.outputs.parent} of -o {args.outputs} does not exist: create it first")
 
 
 def main(argv=None) -> int:
@@ -42,8 +62,7 @@ def main(argv=None) -> int:
     run.add_argument("--repeat", type=int, default=0, help="time this many runs and print seconds per run")
     args = parser.parse_args(argv)
     try:
-        if not args.mlf.is_file():
-            raise HostBuildError(f"MLF archive {args.mlf} does not exist")
+        _check_paths(args)
         if args.command == "build":
             program = build(args.mlf, args.output, args.cc, args.cflags.split())
             print(program.executable)

@@ -47,17 +47,30 @@ class HostProgram:
         }[fill_mode]
         return {t.name: make(t.shape or (t.size // np.dtype(t.dtype).itemsize,), t.dtype) for t in self.inputs}
 
+    def check_inputs(self, inputs: Mapping[str, np.ndarray], source: str = "") -> List[np.ndarray]:
+        """The arrays to feed, in the model's order; HostBuildError, naming the input, ``source``
+        and both shapes, for a missing input or another shape (size-1 dimensions aside)."""
+        arrays = []
+        for tensor in self.inputs:
+            if tensor.name not in inputs:
+                raise HostBuildError(f"missing input '{tensor.name}'{source} "
+                                     f"(model inputs: {', '.join(t.name for t in self.inputs)})")
+            given = np.asarray(inputs[tensor.name])
+            array = np.ascontiguousarray(given, dtype=tensor.dtype)
+            squeezed = [tuple(d for d in shape if d != 1) for shape in (given.shape, tensor.shape)]
+            if array.nbytes != tensor.size or (tensor.shape and squeezed[0] != squeezed[1]):
+                expected = tensor.shape or f"{tensor.size} bytes"
+                raise HostBuildError(f"input '{tensor.name}'{source} has shape {given.shape}, "
+                                     f"the model expects {expected} {tensor.dtype}")
+            arrays.append(array)
+        return arrays
+
     def run(self, inputs: Mapping[str, np.ndarray], repeat: int = 0) -> Tuple[Dict[str, np.ndarray], float]:
         """Run once on ``inputs`` (by name); returns outputs by name and seconds per run if ``repeat``."""
         work = self.executable.parent / "io"
         work.mkdir(exist_ok=True)
         args = [str(self.executable)] + (["-r", str(repeat)] if repeat else [])
-        for tensor in self.inputs:
-            if tensor.name not in inputs:
-                raise HostBuildError(f"missing input '{tensor.name}' (model inputs: {', '.join(t.name for t in self.inputs)})")
-            array = np.ascontiguousarray(inputs[tensor.name], dtype=tensor.dtype)
-            if array.nbytes != tensor.size:
-                raise HostBuildError(f"input '{tensor.name}' has {array.nbytes} bytes, the model expects {tensor.size}")
+        for array in self.check_inputs(inputs):
             path = work / f"in{len(args)}.bin"
             array.tofile(path)
             args.append(str(path))
@@ -128,7 +141,10 @@ def build(mlf: os.PathLike, work_dir: os.PathLike, cc: str = "gcc", cflags: Sequ
         with tarfile.open(mlf) as archive:
             archive.extractall(tree, filter="data")
     except (OSError, tarfile.TarError) as exc:
-        raise HostBuildError(f"cannot read MLF archive {mlf}: {exc}") from None
+        reason = str(exc).splitlines()[0].rstrip(":")  # tarfile lists each compression it tried
+        raise HostBuildError(f"cannot read MLF archive {mlf}: {reason}") from None
+    if not (tree / "metadata.json").is_file():
+        raise HostBuildError(f"{mlf} holds no metadata.json: not a Model Library Format archive (tvmc compile -f mlf)")
     prefix, inputs, outputs = _describe(tree)
     sources = sorted((tree / "codegen" / "host" / "src").glob("*.c")) + sorted((tree / "runtime" / "src").glob("*.c"))
     includes = [f"-I{tree / 'codegen' / 'host' / 'include'}", f"-I{tree / 'runtime' / 'include'}"]

@@ -15,7 +15,8 @@
 import argparse
 from typing import List, Sequence, Tuple
 
-EXTENSION_FLAGS = ("--experimental-tvm-extension", "--experimental-tvmc-extension")  # the second: MLonMCU
+# Aliases after the first: MLonMCU's spelling, and the one the UMA-in-TVMC discussion proposed.
+EXTENSION_FLAGS = ("--experimental-tvm-extension", "--experimental-tvmc-extension", "--uma-backends")
 HOST_TARGET = "c"
 
 
@@ -101,18 +102,30 @@ def complete_target(target: str, tvm_kinds: Sequence[str], codegens: Sequence[st
 
 
 def add_target_attr_args(parser, backends):
-    """``--target-<name>-<attr>`` for every attribute an extension backend registered."""
+    """``--target-<name>-<attr>`` for every attribute an extension backend registered, its help
+    giving the type, the default and the backend's declared range (``target_attr_ranges``)."""
     for backend in backends:
         group = parser.add_argument_group(f"target {backend.target_name}")
+        ranges = getattr(type(backend), "target_attr_ranges", None) or {}
         for attr, default in backend._target_attrs.items():
             kind = "true/false" if isinstance(default, bool) else type(default).__name__
+            allowed = _range_text(ranges.get(attr))
             group.add_argument(
                 f"--target-{backend.target_name}-{attr}",
                 type=str,
                 default=None,
                 metavar=kind.upper().replace("/", "|"),
-                help=f"target {backend.target_name} {attr} ({kind}, default: {default})",
+                help=f"target {backend.target_name} {attr} ({kind}, default: {default}{allowed})",
             )
+
+
+def _range_text(allowed) -> str:
+    """``, range 1..8`` for (low, high) integers, ``, one of 'a', 'b'`` for allowed strings."""
+    if not allowed:
+        return ""
+    if all(isinstance(a, str) for a in allowed):
+        return ", one of " + ", ".join(repr(a) for a in allowed)
+    return f", range {allowed[0]}..{allowed[1]}"
 
 
 def read_target_attr_args(args, backends) -> dict:

@@ -18,10 +18,11 @@ import sys
 
 from tvm_extension import api, uma
 from tvm_extension.api import stages
+from tvm_extension.api.version import VersionAction
 from tvm_extension.mlf import reproducible
 from tvm_extension.mlf.export import export_model_library_format
 
-from . import arguments, onnx_qlinear, registry, tflite_exact
+from . import arguments, errors, onnx_qlinear, registry, tflite_exact
 
 _installed = False
 
@@ -91,6 +92,7 @@ def install(tvmc):
     from tvm.driver.tvmc import frontends
 
     onnx_qlinear.install(frontends)
+    errors.install(frontends, tvmc)  # after onnx_qlinear: its failures are the frontend's too
     tflite_exact.install(frontends, compiler, tvmc.TVMCException)
     main.register_parser(_extend_parsers)
     main._main = _two_phase_main(main._main, builtin, tvmc)
@@ -159,10 +161,13 @@ def _extend_parsers(subparsers, main_parser, config_values):
     parsed earlier), and let ``compile`` complete its parsed arguments for extension targets."""
     help_text = (
         "folder holding a tvm_extension package to load UMA backends from (repeatable; "
-        f"also from ${api.ENV_VAR}, PYTHONPATH and installed packages)"
+        f"{', '.join(arguments.EXTENSION_FLAGS[1:])} are aliases; also from "
+        + ", ".join(f"${v}" for v in api.discovery.ENV_VARS) + ", PYTHONPATH and installed packages)"
     )
     for parser in [main_parser] + [p for n, p in subparsers.choices.items() if n in ("compile", "tune")]:
         parser.add_argument(*arguments.EXTENSION_FLAGS, metavar="PATH", action="append", help=help_text)
+    version = main_parser._option_string_actions["--version"]  # TVMC's store_true: print ours too
+    version.__class__, version.tvm_first = VersionAction, True
     compile_parser = subparsers.choices["compile"]
     compile_parser.add_argument(tflite_exact.FLAG, action="store_true", help=tflite_exact.HELP)
     arguments.defer_defaults(compile_parser, config_values)
@@ -176,6 +181,7 @@ def _drive_compile(original):
     def drive_compile(args):
         try:
             applied = arguments.apply_embedded_defaults(args, list(registry.extension_codegens()))
+            errors.check_output_path(args.output)  # before compiling, not after
             reproducible.build_time()  # a malformed SOURCE_DATE_EPOCH stops tvmc before it compiles
         except ValueError as err:
             raise TVMCException(str(err)) from None
