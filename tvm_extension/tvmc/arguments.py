@@ -53,6 +53,9 @@ def defer_defaults(compile_parser, config_values):
             action.default = None
 
 
+DUMPS = ("relay", "tir", "c")  # what --dump-code can show of an MLF of C
+
+
 def apply_embedded_defaults(args, extension_targets: Sequence[str]) -> List[str]:
     """Complete parsed ``tvmc compile`` arguments (command line and --config alike) with what an
     embedded MLF build needs when an extension target is compiled; returns the options applied."""
@@ -73,6 +76,11 @@ def apply_embedded_defaults(args, extension_targets: Sequence[str]) -> List[str]
             "extension targets need the AOT executor with the unpacked API: "
             "drop --executor/--executor-aot-unpacked-api or use --executor aot --executor-aot-unpacked-api 1"
         )
+    wrong_dumps = [d.strip() for d in (getattr(args, "dump_code", None) or "").split(",") if d.strip()
+                   and d.strip() not in DUMPS]
+    if wrong_dumps:
+        raise ValueError(f"--dump-code {','.join(wrong_dumps)}: extension targets generate C, not LLVM or assembly "
+                         f"(choose from {', '.join(DUMPS)})")
     applied = []
     for dest, value in (("executor", "aot"), ("executor_aot_interface_api", "c"),
                         ("executor_aot_unpacked_api", 1), ("runtime", "crt")):
@@ -84,6 +92,46 @@ def apply_embedded_defaults(args, extension_targets: Sequence[str]) -> List[str]
         args.pass_config = configs + ["tir.disable_vectorize=1"]
         applied.append("--pass-config tir.disable_vectorize=1")
     return applied
+
+
+def refuse_tuning(args, extension_targets: Sequence[str]):
+    """``tvmc tune`` has nothing to tune for an extension target: its offloaded functions call the
+    backend's C library, and the host part is TVM's C for microcontrollers, which this TVM build
+    cannot measure (no microTVM)."""
+    try:
+        names = target_names(args.target) if isinstance(args.target, str) else []
+    except ValueError:
+        return  # TVMC reports malformed target strings itself
+    for name in names:
+        if name in extension_targets:
+            raise ValueError(
+                f"tvmc tune: target '{name}' has nothing to tune (its operators run in the backend's C library, the "
+                "rest is TVM's C for microcontrollers): compile without tuning records, "
+                f"tvmc compile --target {name} MODEL -f mlf -o out.tar"
+            )
+
+
+# tvmc options taking one or more values: an argparse list swallows the model path that follows it.
+LIST_OPTIONS = ("--desired-layout", "--desired-layout-ops", "--mixed-precision-ops")
+
+
+def model_path_first(argv: Sequence[str], exists=None) -> List[str]:
+    """``tvmc compile --desired-layout NCHW model.onnx``: tvmc would read the model as a second layout.
+    A value of a list option that is an existing file is the model: it is moved to just after the
+    subcommand, where argparse takes it as the positional argument."""
+    import os  # pylint: disable=import-outside-toplevel
+
+    exists = exists or os.path.isfile
+    argv = list(argv)
+    if not argv or argv[0] not in ("compile", "tune"):
+        return argv
+    in_list = False
+    for index, token in enumerate(argv[1:], start=1):
+        if token.startswith("-"):
+            in_list = token.split("=")[0] in LIST_OPTIONS and "=" not in token
+        elif in_list and exists(token):
+            return [argv[0], token] + argv[1:index] + argv[index + 1:]
+    return argv
 
 
 def complete_target(target: str, tvm_kinds: Sequence[str], codegens: Sequence[str], extensions: Sequence[str]) -> str:

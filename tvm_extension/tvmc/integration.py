@@ -10,7 +10,8 @@ Nothing in TVM's files changes; the functions TVMC looks up at call time are wra
 * ``runner.run_module``: ``tvmc run --device cpu`` of an MLF builds and runs it on the host;
 * ``te_compiler.libinfo``: cached (compile speed);
 * ``frontends.OnnxFrontend.load``: QLinearConv imported as QDQ (``onnx_qlinear``);
-* ``frontends.TFLiteFrontend.load``, ``compiler.build``: ``--tflite-exact`` (``tflite_exact``).
+* ``frontends.TFLiteFrontend.load``, ``compiler.build``: ``--tflite-exact`` (``tflite_exact``);
+* ``compiler.save_dumps``, ``analyze_operations_distribution``: ``--dump-code``, ``--dump-offloads`` (``dumps``).
 """
 import functools
 import logging
@@ -22,7 +23,7 @@ from tvm_extension.api.version import VersionAction
 from tvm_extension.mlf import reproducible
 from tvm_extension.mlf.export import export_model_library_format
 
-from . import arguments, errors, onnx_qlinear, registry, tflite_exact
+from . import arguments, dumps, errors, onnx_qlinear, registry, tflite_exact
 
 _installed = False
 
@@ -94,6 +95,7 @@ def install(tvmc):
     onnx_qlinear.install(frontends)
     errors.install(frontends, tvmc)  # after onnx_qlinear: its failures are the frontend's too
     tflite_exact.install(frontends, compiler, tvmc.TVMCException)
+    dumps.install(compiler)
     main.register_parser(_extend_parsers)
     main._main = _two_phase_main(main._main, builtin, tvmc)
 
@@ -172,6 +174,9 @@ def _extend_parsers(subparsers, main_parser, config_values):
     compile_parser.add_argument(tflite_exact.FLAG, action="store_true", help=tflite_exact.HELP)
     arguments.defer_defaults(compile_parser, config_values)
     compile_parser.set_defaults(func=_drive_compile(compile_parser.get_default("func")))
+    if "tune" in subparsers.choices:
+        tune_parser = subparsers.choices["tune"]
+        tune_parser.set_defaults(func=_drive_tune(tune_parser.get_default("func")))
 
 
 def _drive_compile(original):
@@ -181,8 +186,8 @@ def _drive_compile(original):
     def drive_compile(args):
         try:
             applied = arguments.apply_embedded_defaults(args, list(registry.extension_codegens()))
-            errors.check_output_path(args.output)  # before compiling, not after
             reproducible.build_time()  # a malformed SOURCE_DATE_EPOCH stops tvmc before it compiles
+            errors.check_output_path(args.output)  # before compiling, not after
         except ValueError as err:
             raise TVMCException(str(err)) from None
         if applied:
@@ -191,6 +196,20 @@ def _drive_compile(original):
             return original(args)
 
     return drive_compile
+
+
+def _drive_tune(original):
+    from tvm.driver.tvmc import TVMCException  # pylint: disable=import-outside-toplevel
+
+    @functools.wraps(original)
+    def drive_tune(args):
+        try:
+            arguments.refuse_tuning(args, list(registry.extension_codegens()))
+        except ValueError as err:
+            raise TVMCException(str(err)) from None
+        return original(args)
+
+    return drive_tune
 
 
 def _log_to_tvmc_logger(verbose: int):
@@ -205,6 +224,7 @@ def _two_phase_main(original_main, builtin, tvmc):
     def _main(argv):
         try:
             argv, paths, verbose = arguments.split_early_args(argv)
+            argv = arguments.model_path_first(argv)
             _log_to_tvmc_logger(verbose)
             registry.load_extensions(paths, builtin)
         except (ValueError, api.ExtensionError, uma.BackendError) as err:
