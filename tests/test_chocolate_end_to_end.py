@@ -150,7 +150,7 @@ def test_help_lists_the_attributes():
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--target-chocolate-tile_m=0"], "tile sizes 0x8x8 must be in [1, 256]"),
+    (["--target-chocolate-tile_m=0"], "attribute 'tile_m' must be in 2..256, got 0"),
     (["--target-chocolate-tile_k=x"], "attribute 'tile_k' expects an integer, got 'x'"),
     (["--target-chocolate-scratchpad_bytes=100"], "scratchpad_bytes 100 must be a multiple of 4 holding"),
 ])

@@ -6,8 +6,9 @@ from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from tvm_extension.uma.fold import fold_batch_norm_pass
 from tvm_extension.uma.layout import fold_weights_pass, offload_layout_pass
+from tvm_extension.uma.limits import INT32_MAX, c_limits
 
-from .codegen import gen_includes
+from .codegen import KERNEL_DIR, gen_includes
 from .passes import prepare_core_conv, tiling_pass
 from .patterns import (
     chain_problem, conv2d_alone_pattern, conv2d_pattern, core_problem, float_chain_problem, qconv2d_pattern,
@@ -16,6 +17,12 @@ from .schedule import Core
 
 ATTRIBUTES = {"tile_m": 8, "tile_n": 8, "tile_k": 8, "scratchpad_bytes": 65536, "dma_bytes_per_cycle": 8,
               "dma_setup_cycles": 32}
+LIMITS = c_limits(KERNEL_DIR / "chocolate.h", "CHOCOLATE_")  # what chocolate_begin accepts
+# Checked when the target is parsed; core() checks what involves several attributes.  Tiles from
+# 2: the core takes 1, but the schedule's tensor intrinsics do not match a loop of extent 1 yet.
+ATTR_RANGES = {**{f"tile_{d}": (2, LIMITS["MAX_TILE"]) for d in "mnk"},
+               "scratchpad_bytes": (4, LIMITS["MAX_SPAD_BYTES"]), "dma_bytes_per_cycle": (1, INT32_MAX),
+               "dma_setup_cycles": (0, INT32_MAX)}
 
 
 class ConfigError(ValueError):
@@ -24,6 +31,8 @@ class ConfigError(ValueError):
 
 class ChocolateBackend(UMABackend):
     """A tile_m x tile_n x tile_k int8 matrix core with a scratchpad and a DMA engine."""
+
+    target_attr_ranges = ATTR_RANGES
 
     def __init__(self):
         super().__init__(merge_compiler_regions=False)
@@ -58,11 +67,12 @@ class ChocolateBackend(UMABackend):
             except ValueError:
                 raise ConfigError(f"target 'chocolate': {name} must be an integer, got '{attrs[name]}'") from None
         tiles = [values[f"tile_{d}"] for d in "mnk"]
-        if not all(1 <= t <= 256 for t in tiles):
-            raise ConfigError(f"target 'chocolate': tile sizes {'x'.join(map(str, tiles))} must be in [1, 256]")
+        if not all(1 <= t <= LIMITS["MAX_TILE"] for t in tiles):
+            raise ConfigError(f"target 'chocolate': tile sizes {'x'.join(map(str, tiles))} must be in "
+                              f"[1, {LIMITS['MAX_TILE']}]")
         core = Core(*tiles, values["scratchpad_bytes"], values["dma_bytes_per_cycle"], values["dma_setup_cycles"])
         need = sum(core.tile_bytes("float32").values())
-        if core.spad_bytes % 4 or not need <= core.spad_bytes <= 1 << 30:
+        if core.spad_bytes % 4 or not need <= core.spad_bytes <= LIMITS["MAX_SPAD_BYTES"]:
             raise ConfigError(f"target 'chocolate': scratchpad_bytes {core.spad_bytes} must be a multiple of 4 holding "
                               f"one A, B and accumulator tile ({need} bytes)")
         if core.dma_bytes_per_cycle < 1 or core.dma_setup_cycles < 0:

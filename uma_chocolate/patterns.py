@@ -8,6 +8,9 @@
 """
 from typing import Optional
 
+import tvm
+
+from tvm_extension.uma.limits import INT32_MAX, PTRDIFF_MAX, below_one, conv_geometry
 from uma_qvanilla.patterns import conv_problem, qconv2d_pattern, split_chain
 from uma_qvanilla.patterns import is_depthwise as is_quantized_depthwise
 from uma_qvanilla.patterns import why_not_offloaded as qvanilla_problem
@@ -31,15 +34,35 @@ def core_problem(conv) -> Optional[str]:
         weight_zp = conv.args[3].data.numpy().reshape(-1)[0]
         if weight_zp != 0:
             return f"weight zero point {int(weight_zp)} (the core multiplies raw int8 weights: needs 0)"
-        return None
+        return window_problem(conv)
     if int(conv.attrs.groups) != 1:
         return "depthwise (not a matrix product; stays on the CPU)" if is_depthwise(conv) else "grouped"
+    return window_problem(conv)
+
+
+def window_problem(conv) -> Optional[str]:
+    """Why chocolate_configure_s8/_f32 (chocolate.c) would refuse this conv's geometry, in its
+    order, else None.  Its DMA pads less than the window on the top and left: 0 <= pad < kernel."""
+    types = (conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type)
+    if not all(isinstance(d, tvm.tir.IntImm) for t in types for d in t.shape):
+        return "dynamic shape"
+    g = conv_geometry(conv)
+    if below_one(g):
+        return f"{below_one(g)}: below 1 (CHOCOLATE_ELAYER)"
+    kh, kw, top, left = g["kh"], g["kw"], g["pad_top"], g["pad_left"]
+    if g["stride_h"] < 1 or g["stride_w"] < 1 or not (0 <= top < kh and 0 <= left < kw):
+        return (f"padding top {top}, left {left} of a {kh}x{kw} window at stride {g['stride_h']}x{g['stride_w']} "
+                "(the DMA pads 0 <= pad < the window: CHOCOLATE_ELAYER)")
+    rows, depth, elem = g["oh"] * g["ow"], kh * kw * g["ic"], 1 if conv.op.name == "qnn.conv2d" else 4
+    largest = max(g["ih"] * g["iw"] * g["ic"], max(rows, depth) * g["oc"]) * elem
+    if max(rows, depth, *g.values()) > INT32_MAX or largest > PTRDIFF_MAX:
+        return "too large for the core's int32 configuration (CHOCOLATE_ELAYER)"
     return None
 
 
 def chain_problem(root) -> Optional[str]:
     """int8 chains."""
-    return qvanilla_problem(root) or core_problem(split_chain(root)["qnn.conv2d"])
+    return qvanilla_problem(root, shifts=False) or core_problem(split_chain(root)["qnn.conv2d"])  # any shift
 
 
 def float_chain_problem(root) -> Optional[str]:

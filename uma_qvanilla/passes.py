@@ -17,7 +17,7 @@ from tvm_extension.uma import offloaded_functions, status_checked
 from tvm_extension.uma.requantize import rounding_code  # the codes are qvanilla.h's QVANILLA_ROUNDING_*
 
 from . import packing, quantization
-from .patterns import constant_operand, is_depthwise, lower_clamps, out_channels, split_chain
+from .patterns import chain_clamp, constant_operand, is_depthwise, out_channels, split_chain
 
 TARGET = "qvanilla"
 ATTR = "QVanilla"  # function attribute holding the kernel's scalar parameters
@@ -31,7 +31,6 @@ def _prepare(func: relay.Function) -> relay.Function:
     parts = split_chain(func.body)
     conv, requant = parts["qnn.conv2d"], parts["qnn.requantize"]
     bias_call = parts.get("nn.bias_add") or parts.get("add")
-    clip = parts.get("clip")
     weight = conv.args[1].data.numpy()  # HWIO, or HWOI / HWIO with a unit axis (depthwise)
     channels, depthwise = out_channels(conv), is_depthwise(conv)
     input_zp, weight_zp = int(_scalar(conv.args[2])), int(_scalar(conv.args[3]))
@@ -42,11 +41,7 @@ def _prepare(func: relay.Function) -> relay.Function:
     else:
         packed, bias = packing.pack_conv(weight, weight_zp, input_zp, bias)
     params = quantization.chain_channel_params(parts, bias, channels)
-    act_min, act_max = quantization.activation_range(
-        clip.attrs.a_min if clip else None, clip.attrs.a_max if clip else None
-    )
-    if "maximum" in parts:  # ReLU before requantizing (ONNX QDQ)
-        act_min = max(act_min, lower_clamps(parts)[0])
+    act_min, act_max = chain_clamp(parts)  # what the pattern checked
     attrs = conv.attrs
     pad_top, pad_left, _, _ = [int(p) for p in attrs.padding]
     scalars = {

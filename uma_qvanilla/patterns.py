@@ -11,7 +11,13 @@ from tvm import relay
 from tvm.relay.dataflow_pattern import is_constant, is_op, wildcard
 
 from tvm_extension.tflite_exact.rewrite import TFLITE
-from tvm_extension.uma.requantize import requantize_int, rounding_code
+from tvm_extension.uma.limits import INT32_MAX, PTRDIFF_MAX, below_one, c_limits, conv_geometry, window_extent
+from tvm_extension.uma.requantize import channel_multipliers, requantize_int, rounding_code
+
+from .codegen import KERNEL_DIR
+
+LIMITS = c_limits(KERNEL_DIR / "qvanilla.h", "QVANILLA_")  # the kernel's check() refuses what they exclude
+INT8 = (-128, 127)
 
 
 def qconv2d_pattern():
@@ -93,11 +99,14 @@ def conv_problem(conv) -> Optional[str]:
         return "batch is not 1"
     if not (_scalar(conv.args[2]) and _scalar(conv.args[3])):
         return "per-channel zero points"
-    return None
+    return geometry_problem(conv)
 
 
-def why_not_offloaded(root) -> Optional[str]:
-    """None when QVanilla computes this chain (conv, bias, requantize, clamp), else why not."""
+def why_not_offloaded(root, shifts=True) -> Optional[str]:
+    """None when QVanilla computes this chain (conv, bias, requantize, clamp), else why not.
+
+    ``shifts``: also the requantize shifts QVanilla's kernel takes (Chocolate takes any).
+    """
     parts = split_chain(root)
     if "qnn.requantize" not in parts:
         return "no requantize to int8 after it"
@@ -123,6 +132,50 @@ def why_not_offloaded(root) -> Optional[str]:
         return "requantize scales are not per output channel"
     if str(requant.attrs.rounding) not in ("None", "UPWARD", TFLITE):
         return f"rounding {requant.attrs.rounding}"
+    return kernel_problem(parts, shifts)
+
+
+def chain_clamp(parts):
+    """(act_min, act_max) of a matched chain: its clip, raised by a ReLU before requantizing."""
+    from .quantization import activation_range  # pylint: disable=import-outside-toplevel
+
+    clip = parts.get("clip")
+    act_min, act_max = activation_range(clip.attrs.a_min if clip else None, clip.attrs.a_max if clip else None)
+    if "maximum" in parts:  # ReLU before requantizing (ONNX QDQ)
+        act_min = max(act_min, lower_clamps(parts)[0])
+    return act_min, act_max
+
+
+def geometry_problem(conv) -> Optional[str]:
+    """Why the kernel's check() (qvanilla.c) would refuse this conv's sizes, strides or pads, else None."""
+    g = conv_geometry(conv)
+    if below_one(g):
+        return f"{below_one(g)}: below 1 (the kernel refuses empty tensors)"
+    if g["stride_h"] < 1 or g["stride_w"] < 1:
+        return f"stride {g['stride_h']}x{g['stride_w']} below 1"
+    if g["pad_top"] < 0 or g["pad_left"] < 0:
+        return f"negative padding top {g['pad_top']}, left {g['pad_left']}"
+    weights = g["kh"] * g["kw"] * g["oc"] * (1 if is_depthwise(conv) else g["ic"]) * 2  # packed int16, padded below
+    tensors = (g["ih"] * g["iw"] * g["ic"], g["oh"] * g["ow"] * g["oc"], weights + (1 << 20))
+    if max(g.values()) > INT32_MAX or max(tensors) > PTRDIFF_MAX or window_extent(g) > INT32_MAX // 2:
+        return "too large for the kernel's int arithmetic"
+    return None
+
+
+def kernel_problem(parts, shifts=True) -> Optional[str]:
+    """Why the kernel's check() (qvanilla.c) would refuse this chain's clamp, zero points or
+    shifts (``geometry_problem``: the rest), else None."""
+    conv, requant = parts["qnn.conv2d"], parts["qnn.requantize"]
+    act_min, act_max = chain_clamp(parts)
+    if not INT8[0] <= act_min <= act_max <= INT8[1]:
+        return f"output clamp [{act_min}, {act_max}] is not a range of int8"
+    zero_points = [int(np.asarray(c.data.numpy()).reshape(-1)[0]) for c in (conv.args[2], conv.args[3], requant.args[4])]
+    if not all(INT8[0] <= zp <= INT8[1] for zp in zero_points):
+        return f"zero points {zero_points} (input, weights, output) are not int8"
+    lowest, highest = LIMITS["SHIFT_MIN"], LIMITS["SHIFT_MAX"]
+    found = channel_multipliers(conv, requant, out_channels(conv))[1] if shifts else []
+    if any(not lowest <= s <= highest for s in found):
+        return f"requantize shift {min(found)}..{max(found)} outside the kernel's {lowest}..{highest} (scale ratio)"
     return None
 
 

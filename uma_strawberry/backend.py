@@ -14,11 +14,13 @@ from .patterns import (
     conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, hard_activation_reason, why_not_offloaded,
 )
 from .strategies import STRATEGIES
-from .tiling import Config
+from .tiling import ATTR_RANGES, Config
 
 
 class StrawberryBackend(UMABackend):
     """Vanilla's conv engine with a scratchpad of its own and a DMA engine."""
+
+    target_attr_ranges = ATTR_RANGES  # checked when the target is parsed
 
     def __init__(self):
         # One engine call sequence per conv: adjacent convs must not merge into one function.

@@ -21,7 +21,19 @@ import dataclasses
 import functools
 from typing import Dict, Optional, Tuple
 
+from tvm_extension.uma.limits import INT32_MAX, c_limits
+
+from .codegen import KERNEL_DIR
+
 WORD = 4  # bytes per float32
+MIN_SPAD_BYTES = 64  # smaller scratchpads hold no useful tile
+MAX_SPAD_BYTES = c_limits(KERNEL_DIR / "strawberry.h", "STRAWBERRY_")["MAX_SPAD_BYTES"]  # the model's largest
+
+# The attributes' bounds (the backend's target_attr_ranges, checked when the target is parsed);
+# from_attrs checks what involves two of them.
+ATTR_RANGES = {"scratchpad_bytes": (MIN_SPAD_BYTES, MAX_SPAD_BYTES), "ifmap_percent": (1, 98),
+               "weights_percent": (1, 98), "dma_bytes_per_cycle": (1, INT32_MAX), "dma_setup_cycles": (0, INT32_MAX),
+               "macs_per_cycle": (1, INT32_MAX)}
 
 
 class ConfigError(ValueError):
@@ -54,8 +66,9 @@ class Config:
                 raise ConfigError(f"target 'strawberry': {name} must be an integer, got '{attrs[name]}'") from None
 
         spad, ifmap_pc, weights_pc = number("scratchpad_bytes"), number("ifmap_percent"), number("weights_percent")
-        if spad < 64 or spad % WORD or spad > 1 << 30:
-            raise ConfigError(f"target 'strawberry': scratchpad_bytes {spad} must be a multiple of 4 in [64, 2^30]")
+        if spad < MIN_SPAD_BYTES or spad % WORD or spad > MAX_SPAD_BYTES:
+            raise ConfigError(f"target 'strawberry': scratchpad_bytes {spad} must be a multiple of 4 in "
+                              f"[{MIN_SPAD_BYTES}, {MAX_SPAD_BYTES}]")
         if ifmap_pc < 1 or weights_pc < 1 or ifmap_pc + weights_pc > 99:
             raise ConfigError(f"target 'strawberry': ifmap_percent {ifmap_pc} and weights_percent {weights_pc} must be "
                               ">= 1 and leave at least 1% to the ofmap partition")

@@ -8,12 +8,17 @@ from tvm_extension.uma.fold import fold_batch_norm_pass, unflatten_prelu_pass
 from .codegen import gen_includes
 from .passes import VanillaAcceleratorConv2DPass, describe_output_stage, fold_weights, lift_constants, pack_weights
 from .patterns import (
-    conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, hard_activation_reason, why_not_offloaded,
+    MAX_KERNEL_SIZE, conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, hard_activation_reason,
+    why_not_offloaded,
 )
 
 
 class VanillaAcceleratorBackend(UMABackend):
     """UMA backend for VanillaAccelerator."""
+
+    # Checked when the target is parsed: the window buffer holds at most the kernel's
+    # VANILLA_MAX_TAPS (vanilla_accelerator.h), so max_kernel_size is at most 8.
+    target_attr_ranges = {"max_kernel_size": (1, MAX_KERNEL_SIZE)}
 
     def __init__(self):
         # One kernel call per conv: adjacent convs must not merge into one function.

@@ -5,10 +5,9 @@ from tvm import tir
 from tvm_extension.uma import lift_constants_pass, offloaded_functions, status_checked
 from tvm_extension.uma.layout import fold_weights_pass, pack_weights_pass
 
-from .patterns import is_depthwise, split_composite
+from .patterns import clamp_bounds, is_depthwise, split_composite
 
 
-FLT_MAX = 3.4028234663852886e38
 ATTR = "VanillaOutputStage"  # function attribute: what follows the conv in an offloaded function
 
 
@@ -40,9 +39,7 @@ def describe_conv(func) -> dict:
     """The roles, window and clamp of one offloaded conv function (see ``describe_pass``)."""
     conv, _, bias, residual, activation = split_composite(func.body)
     kind = activation.op.name if activation is not None else None
-    lo, hi = (0.0, FLT_MAX) if kind == "nn.relu" else (-FLT_MAX, FLT_MAX)
-    if kind == "clip":
-        lo, hi = max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
+    lo, hi = clamp_bounds(activation)  # the bounds the pattern checked
     roles = {"ifmap": conv.args[0], "weights": conv.args[1], "bias": bias,
              "residual": residual, "slope": activation.args[1] if kind == "nn.prelu" else None}
     stage = {role: param_index(func, expr, role) for role, expr in roles.items() if expr is not None}

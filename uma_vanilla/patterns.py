@@ -7,11 +7,23 @@ ResNet-style blocks), and applies an activation (ReLU, ReLU6, any clip, per-chan
 part after the conv is optional, a residual needs a bias (two patterns: with and without residual).
 ONNX's Conv imports its bias as ``nn.bias_add``, TFLite's as ``nn.bias_add`` or ``add``.
 """
+import math
 from typing import NamedTuple, Optional
 
 import tvm
 from tvm import relay
 from tvm.relay.dataflow_pattern import is_constant, is_op, is_var, wildcard
+
+from tvm_extension.uma.limits import INT32_MAX, PTRDIFF_MAX, below_one, c_limits, conv_geometry, window_extent
+
+from .codegen import KERNEL_DIR
+
+# The kernel's own limits (vanilla_accelerator.h): the patterns refuse what its check() refuses.
+LIMITS = c_limits(KERNEL_DIR / "vanilla_accelerator.h", "VANILLA_")
+MAX_TAPS = LIMITS["MAX_TAPS"]
+# The largest max_kernel_size: a square window the depthwise buffer holds (8x8 of 64 taps).
+MAX_KERNEL_SIZE = math.isqrt(MAX_TAPS)
+FLT_MAX = 3.4028234663852886e38
 
 
 def _conv(bias, biased_only=False):
@@ -149,6 +161,9 @@ def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
     kh, kw = (_ints(weight.shape)[attrs.kernel_layout.index(axis)] for axis in "HW")
     if kh * kw > max_kernel_size ** 2:  # the window buffer holds max_kernel_size^2 taps, in any shape
         return f"kernel {kh}x{kw} larger than the window buffer (max_kernel_size {max_kernel_size})"
+    problem = engine_problem(conv_geometry(conv), depthwise, *clamp_bounds(activation))
+    if problem:
+        return problem
     channels = int(weight.shape[attrs.kernel_layout.index("O")])
     if residual is not None and not tvm.ir.structural_equal(residual.checked_type, root.checked_type):
         return f"residual of type {residual.checked_type} is not the conv's output type"
@@ -158,6 +173,38 @@ def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
             return problem
     return _bias_problem(add, bias_tensor, channels, layout) if add is not None else None
 
+
+def clamp_bounds(activation):
+    """The output stage's (lo, hi) for the activation of a match (None, relu, clip or prelu)."""
+    kind = activation.op.name if activation is not None else None
+    if kind == "nn.relu":
+        return 0.0, FLT_MAX
+    if kind == "clip":
+        return max(float(activation.attrs.a_min), -FLT_MAX), min(float(activation.attrs.a_max), FLT_MAX)
+    return -FLT_MAX, FLT_MAX
+
+
+def engine_problem(g: dict, depthwise: bool, lo: float, hi: float) -> Optional[str]:
+    """Why the kernel's check() (vanilla_accelerator.c) would refuse this layer, in its order, else None.
+
+    ``g`` is ``conv_geometry``'s; (lo, hi) the output stage's clamp.
+    """
+    if below_one(g):
+        return f"{below_one(g)}: below 1 (the kernel refuses empty tensors)"
+    if g["stride_h"] < 1 or g["stride_w"] < 1:
+        return f"stride {g['stride_h']}x{g['stride_w']} below 1"
+    if g["pad_top"] < 0 or g["pad_left"] < 0:
+        return f"negative padding top {g['pad_top']}, left {g['pad_left']}"
+    if not lo <= hi:
+        return f"clamp [{lo}, {hi}] is empty"
+    kh, kw = g["kh"], g["kw"]
+    if depthwise and kh * kw > MAX_TAPS:
+        return f"depthwise kernel {kh}x{kw}: {kh * kw} taps above the depthwise window buffer's {MAX_TAPS} (VANILLA_ETAPS)"
+    weights = g["oc"] * (1 if depthwise else g["ic"]) * kh * kw
+    tensors = (g["ic"] * g["ih"] * g["iw"], g["oc"] * g["oh"] * g["ow"], weights)
+    if max(g.values()) > INT32_MAX or max(tensors) * 4 > PTRDIFF_MAX or window_extent(g) > INT32_MAX // 2:
+        return "too large for the kernel's int arithmetic"
+    return None
 
 
 def hard_activation_reason(clip) -> Optional[str]:

@@ -99,7 +99,7 @@ enum {
   KMAX = 256,      /* reduction steps per kernel call (longer reductions go in chunks) */
   TP = 64,         /* conv_rows: output pixels per panel tile */
   PTILE = 256,     /* conv_pixels: about this many output pixels per tile */
-  MAX_TAPS = 64,   /* depthwise: kh*kw limit */
+  MAX_TAPS = VANILLA_MAX_TAPS, /* depthwise: kh*kw limit */
   CAP0 = 2 * MR * KMAX > MAX_TAPS * (NR + 1) ? 2 * MR * KMAX : MAX_TAPS * (NR + 1),
   CAP = CAP0 > 4096 ? CAP0 : 4096 /* floats in a panel (16 KB or more): the smallest tiles fit */
 };

@@ -21,9 +21,13 @@ extern "C" {
 #define VANILLA_EPAD 4    /* a negative pad */
 #define VANILLA_ECLAMP 5  /* lo > hi, or a NaN bound */
 #define VANILLA_EEVEN 6   /* an even kernel size for a "same"-padded shorthand (no centred window) */
-#define VANILLA_ETAPS 7   /* depthwise: kh * kw above the 64 taps of its window buffer */
+#define VANILLA_ETAPS 7   /* depthwise: kh * kw above the VANILLA_MAX_TAPS taps of its window buffer */
 #define VANILLA_ERANGE 8  /* too large to index: a tensor above PTRDIFF_MAX bytes, kh * kw above INT_MAX,
                            * or a window extent (oh-1)*stride_h + kh or (ow-1)*stride_w + kw above INT_MAX/2 */
+
+/* The depthwise window buffer's taps (kh * kw).  The compiler reads this line too
+ * (tvm_extension.uma.c_limits): what it offloads and the largest max_kernel_size follow from it. */
+#define VANILLA_MAX_TAPS 64
 
 /* The whole engine, what the compiler calls: any window, then the output stage.
  *   ifmap [ic][ih][iw], weights [oc][ic][kh][kw], result [oc][oh][ow], float32;
@@ -46,7 +50,7 @@ int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
                                    int pad_left, int pad_top, float lo, float hi);
 
 /* Depthwise convolution (groups = channels): output channel c reads input channel c only.
- * weights [channels][kh][kw] with kh*kw <= 64 (else VANILLA_ETAPS); window, output stage and other
+ * weights [channels][kh][kw] with kh*kw <= VANILLA_MAX_TAPS (else VANILLA_ETAPS); window, output stage and other
  * status codes as above; the NHWC entry equals the NCHW one bit for bit. */
 int32_t vanilla_depthwise_conv2dnchw(float* ifmap, float* weights, float* bias, float* residual, float* slope,
                                      float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,

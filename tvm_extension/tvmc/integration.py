@@ -190,6 +190,10 @@ def _drive_compile(original):
             errors.check_output_path(args.output)  # before compiling, not after
         except ValueError as err:
             raise TVMCException(str(err)) from None
+        try:  # a bad target attribute fails before the model is loaded
+            registry.check_target_options(args)
+        except uma.BackendError as err:
+            raise TVMCException(str(err)) from None
         if applied:
             stages.logger.info("embedded defaults for %s: %s", args.target, ", ".join(applied))
         with stages.stage("compiling"), tflite_exact.enabled(getattr(args, "tflite_exact", False)):

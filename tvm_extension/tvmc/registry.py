@@ -4,6 +4,7 @@ TVMC looks codegens up through ``get_codegen_names`` / ``get_codegen_by_target``
 are replaced by versions that also see every registered UMA backend, whose pipeline is
 ``backend.partition`` behind the target attributes the user gave.
 """
+import os
 import sys
 from typing import Dict, Iterable
 
@@ -35,6 +36,26 @@ def _pipeline(backend):
 
     partition.__name__ = f"partition_for_{backend.target_name}"
     return partition
+
+
+def check_target_options(args):
+    """``tvmc compile``'s extension target attributes (from ``--target "NAME -ATTR=V"`` and
+    ``--target-NAME-ATTR V``) converted and within their bounds, before the model is loaded:
+    raises BackendError.  ``_pipeline`` configures with the same options later."""
+    from tvm.driver.tvmc import target  # pylint: disable=import-outside-toplevel
+
+    text = args.target
+    if not isinstance(text, str) or not text.strip() or os.path.isfile(text) or target.is_inline_json(text):
+        return
+    try:
+        parsed = target.parse_target(text)
+    except Exception:  # pylint: disable=broad-except  (a malformed string: TVMC reports it itself)
+        return
+    flags = target.reconstruct_target_args(args)
+    for entry in parsed:
+        backend = uma.registered_backends().get(entry["name"])
+        if backend is not None:
+            uma.target_attrs(backend, {**entry["opts"], **flags.get(entry["name"], {})})
 
 
 def extension_codegens() -> Dict[str, dict]:

@@ -1,0 +1,178 @@
+"""What is offloaded runs: random conv graphs for every example backend, at random values of
+its target attributes (drawn from its ``target_attr_ranges``), compiled by plain tvmc, built with
+gcc and run: every kernel call returns status 0 and the outputs match an independent reference
+(float: ONNX Runtime within float tolerance; int8: TVM's own CPU build, bit for bit).
+
+The graphs are those of test_property_graphs.py, with windows at and beyond the kernels' limits:
+kernels up to 9x9 (a 9x9 depthwise conv has more taps than Vanilla's depthwise buffer), and pads
+up to the window and beyond (Chocolate's DMA pads less than the window).  A conv a kernel would
+refuse must stay on the CPU; the patterns read the kernels' limits from their C headers.
+
+The default run is short and derandomized; TVM_EXTENSION_PROPERTY_EXAMPLES / _SEED scale it
+(see test_property_graphs.py).
+"""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, seed, settings
+from hypothesis import strategies as st
+
+from conftest import VANILLA_EXT, assert_close, onnxruntime_reference, run_tvmc, tvm_cpu_reference
+from test_property_graphs import EXAMPLES, SEED, _layer, _out_size, conv_layer, float_model, offloaded_convs, qdq_model
+from tvm_extension.mlf import build
+from uma_chocolate.backend import ATTR_RANGES as CHOCOLATE_RANGES
+from uma_strawberry.tiling import ATTR_RANGES as STRAWBERRY_RANGES
+from uma_vanilla.backend import VanillaAcceleratorBackend
+
+
+# Half test_property_graphs' count per test: each example is a compile, a gcc build and a run.
+_SETTINGS = settings(max_examples=max(1, EXAMPLES // 2), deadline=None, derandomize=SEED is None, database=None,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+def SETTINGS(test):
+    return _SETTINGS(seed(int(SEED))(test) if SEED is not None else test)
+
+
+@st.composite
+def wide_layer(draw, channels, height, width):
+    """test_property_graphs' conv layer, often with explicit pads up to two past the window."""
+    layer = draw(conv_layer(channels, height, width))
+    if draw(st.booleans()):
+        kh, kw = layer["kernel"]
+        pads = [draw(st.integers(0, k + 2)) for k in (kh, kw, kh, kw)]
+        oh = _out_size(height, kh, layer["stride"][0], layer["dilation"], (pads[0], pads[2]))
+        ow = _out_size(width, kw, layer["stride"][1], layer["dilation"], (pads[1], pads[3]))
+        assume(oh >= 1 and ow >= 1)
+        layer.update(pads=pads, shape=(layer["out"], oh, ow))
+    return layer
+
+
+@st.composite
+def graph(draw, int8):
+    channels, height, width = draw(st.integers(1, 6)), draw(st.integers(1, 10)), draw(st.integers(1, 10))
+    layers, shape = [], (channels, height, width)
+    for _ in range(draw(st.integers(1, 2))):
+        layer = draw(wide_layer(*shape))
+        if int8:  # as test_property_graphs.qdq_graph
+            layer.update(dilation=1, per_channel=draw(st.booleans()), relu=draw(st.booleans()),
+                         input_zp=draw(st.integers(-20, 20)), output_zp=draw(st.integers(-20, 20)))
+        layers.append(layer)
+        shape = layer["shape"]
+    return dict(input=(1, channels, height, width), layers=layers, seed=draw(st.integers(0, 2**16)))
+
+
+def in_range(low, high):
+    """An integer in [low, high]: the ends as often as values near the low end (huge values of
+    scratchpads or rates cost memory and time, and behave as their neighbours do)."""
+    near = st.integers(low, min(high, max(low, 1) * 64))
+    return st.one_of(st.just(low), st.just(high), near, near)
+
+
+@st.composite
+def vanilla_attrs(draw):
+    return {attr: draw(in_range(*bounds)) for attr, bounds in VanillaAcceleratorBackend.target_attr_ranges.items()}
+
+
+@st.composite
+def strawberry_attrs(draw):
+    attrs = {attr: draw(in_range(*bounds)) for attr, bounds in STRAWBERRY_RANGES.items()}
+    attrs["scratchpad_bytes"] -= attrs["scratchpad_bytes"] % 4  # a whole number of words
+    low, high = STRAWBERRY_RANGES["weights_percent"]  # the ofmap partition keeps at least 1%
+    attrs["weights_percent"] = draw(in_range(low, min(high, 99 - attrs["ifmap_percent"])))
+    return attrs
+
+
+@st.composite
+def chocolate_attrs(draw):
+    attrs = {attr: draw(in_range(*bounds)) for attr, bounds in CHOCOLATE_RANGES.items() if attr != "scratchpad_bytes"}
+    m, n, k = (attrs[f"tile_{d}"] for d in "mnk")
+    need = 4 * (m * k + k * n + m * n)  # one float A, B and accumulator tile
+    low, high = CHOCOLATE_RANGES["scratchpad_bytes"]
+    attrs["scratchpad_bytes"] = draw(in_range(max(low, need), high)) // 4 * 4
+    return attrs
+
+
+def compile_for(target, attrs, model, out):
+    flags = [f"--target-{target}-{attr}={value}" for attr, value in attrs.items()]
+    done = run_tvmc("compile", "--target", target, "--experimental-tvm-extension", VANILLA_EXT, model, *flags,
+                    "-f", "mlf", "-o", out)
+    assert done.returncode == 0, f"{attrs}\n{done.stderr[-2000:]}"
+    return done
+
+
+def check_float(target, spec, attrs, tmp_path):
+    """Offloaded or not, every conv runs (status 0) and the output matches ONNX Runtime."""
+    model = float_model(spec, tmp_path / "model.onnx")
+    done = compile_for(target, attrs, model, tmp_path / "model.tar")
+    x = np.random.default_rng(spec["seed"]).standard_normal(spec["input"]).astype(np.float32)
+    got = build(tmp_path / "model.tar", tmp_path / "build").run({"input": x})[0]["output"]
+    (reference,) = onnxruntime_reference(model, {"input": x})
+    assert_close(got, reference, what=f"{spec} {attrs}")
+    return offloaded_convs(done.stdout, target)
+
+
+def check_int8(target, spec, attrs, tmp_path):
+    """Offloaded or not, every conv runs (status 0) and the output equals TVM's CPU build's."""
+    model = qdq_model(spec, tmp_path / "model.onnx")
+    done = compile_for(target, attrs, model, tmp_path / "model.tar")
+    x = np.random.default_rng(spec["seed"]).integers(-128, 128, spec["input"]).astype(np.int8)
+    got = build(tmp_path / "model.tar", tmp_path / "build").run({"input": x})[0]["output"]
+    (reference,) = tvm_cpu_reference(model, {"input": x}, integer_graph=True)
+    assert np.array_equal(got, reference), f"not bit-exact: {spec} {attrs}"
+    return offloaded_convs(done.stdout, target, "qnn.conv2d")
+
+
+@SETTINGS
+@given(spec=graph(int8=False), attrs=vanilla_attrs())
+def test_vanilla_runs_what_it_offloads(spec, attrs, tmp_path_factory):
+    check_float("vanilla_accelerator", spec, attrs, tmp_path_factory.mktemp("graph"))
+
+
+@SETTINGS
+@given(spec=graph(int8=False), attrs=strawberry_attrs())
+def test_strawberry_runs_what_it_offloads(spec, attrs, tmp_path_factory):
+    check_float("strawberry", spec, attrs, tmp_path_factory.mktemp("graph"))
+
+
+@SETTINGS
+@given(spec=graph(int8=True))
+def test_qvanilla_runs_what_it_offloads(spec, tmp_path_factory):  # QVanilla has no attributes
+    check_int8("qvanilla", spec, {}, tmp_path_factory.mktemp("graph"))
+
+
+@SETTINGS
+@given(spec=graph(int8=True), attrs=chocolate_attrs())
+def test_chocolate_int8_runs_what_it_offloads(spec, attrs, tmp_path_factory):
+    check_int8("chocolate", spec, attrs, tmp_path_factory.mktemp("graph"))
+
+
+@SETTINGS
+@given(spec=graph(int8=False), attrs=chocolate_attrs())
+def test_chocolate_float_runs_what_it_offloads(spec, attrs, tmp_path_factory):
+    check_float("chocolate", spec, attrs, tmp_path_factory.mktemp("graph"))
+
+
+# --- The reported cases -----------------------------------------------------------------------
+
+def test_vanilla_9x9_depthwise_at_the_largest_max_kernel_size(tmp_path):
+    """max_kernel_size at its maximum let a 9x9 depthwise conv through, which the kernel refused
+    (81 taps, VANILLA_ETAPS); an 8x8 one (64 taps) is offloaded and runs."""
+    largest = VanillaAcceleratorBackend.target_attr_ranges["max_kernel_size"][1]
+    for kernel, offloaded in (((9, 9), 0), ((8, 8), 1)):
+        layer = _layer(group=3, out=3, kernel=kernel, pads=[4, 4, 4, 4], shape=(3, 13 - kernel[0] % 2, 13 - kernel[1] % 2))
+        spec = dict(input=(1, 3, 12, 12), layers=[layer], seed=5)
+        work = tmp_path / f"k{kernel[0]}"
+        work.mkdir()
+        assert check_float("vanilla_accelerator", spec, {"max_kernel_size": largest}, work) == offloaded
+
+
+def test_chocolate_2x1_window_with_top_pad_3(tmp_path):
+    """A pad of the window's size or more (here 3 above a 2x1 window) is not the core's: the conv
+    stays on the CPU (the C refused it at run time: CHOCOLATE_ELAYER); a pad of 1 is offloaded."""
+    for top, offloaded in ((3, 0), (1, 1)):
+        layer = _layer(out=4, kernel=(2, 1), pads=[top, 0, 0, 0], shape=(4, 5 + top, 6), per_channel=False,
+                       relu=False, input_zp=3, output_zp=-2)
+        spec = dict(input=(1, 2, 6, 6), layers=[layer], seed=6)
+        work = tmp_path / f"top{top}"
+        work.mkdir()
+        assert check_int8("chocolate", spec, {}, work) == offloaded
