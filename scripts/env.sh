@@ -52,4 +52,17 @@ if stale project "$ROOT/pyproject.toml"; then
   "${PIP[@]}" --no-deps -e "$ROOT"
   done_step project "$ROOT/pyproject.toml"
 fi
+# The tests also run models on emulated Cortex-M boards (tests/test_board.py): the cross
+# compiler, newlib and QEMU come from the system's packages (not for the demo).
+if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system-arm \
+    && [ -f "$(arm-none-eabi-gcc -print-file-name=rdimon.specs)" ]; } >/dev/null 2>&1; then
+  APT_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    step "installing the Cortex-M cross compiler and QEMU (apt-get install $APT_PACKAGES)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        $APT_PACKAGES; } >/dev/null
+  else
+    step "warning: the board tests need a Cortex-M cross compiler and QEMU: sudo apt-get install -y $APT_PACKAGES"
+  fi
+fi
 export PATH="$VENV/bin:$PATH"

@@ -8,12 +8,18 @@
  *   MLF_PREFIX        the interface prefix, e.g. tvmgen_default
  *   MLF_INPUT_SIZES   comma-separated byte sizes of the inputs, in interface order
  *   MLF_OUTPUT_SIZES  the same for the outputs
- * With -r, the model runs REPEAT times and the time per run is printed on stderr. */
+ * With -r, the model runs REPEAT times and the time per run is printed on stderr.
+ * MLF_PLATFORM, if defined, is a header replacing the host's clock (now_seconds) and adding
+ * measurements around the first run (MLF_BEFORE_RUN, MLF_AFTER_RUN): c_runtime/board's. */
+#ifndef MLF_PLATFORM
 #define _POSIX_C_SOURCE 199309L
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifndef MLF_PLATFORM
 #include <time.h>
+#endif
 
 #include MLF_HEADER
 
@@ -57,11 +63,17 @@ static void write_tensor(const char* path, const void* data, size_t size) {
   }
 }
 
+#ifdef MLF_PLATFORM
+#include MLF_PLATFORM
+#else
+#define MLF_BEFORE_RUN()
+#define MLF_AFTER_RUN()
 static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+#endif
 
 int main(int argc, char** argv) {
   int first = 1;
@@ -83,7 +95,9 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < NUM_OUTPUTS; ++i) out_slots[i] = aligned_alloc(64, (output_sizes[i] + 63) / 64 * 64);
 
   int result = 0;
+  MLF_BEFORE_RUN();
   int32_t status = RUN(&inputs, &outputs);
+  MLF_AFTER_RUN();
   if (status != 0) {
     fprintf(stderr, "error: inference failed with status %d %s\n", (int)status, TVMGetLastError());
     result = 2;

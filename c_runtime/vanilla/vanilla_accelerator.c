@@ -922,31 +922,35 @@ static ALWAYS_INLINE int32_t run(const float* ifmap, const float* weights, const
 }
 
 int32_t vanilla_depthwise_conv2dnchw(float* ifmap, float* weights, float* bias, float* residual, float* slope,
-                                     float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
-                                     int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi) {
+                                     float* result, int32_t channels, int32_t iw, int32_t ih, int32_t kh, int32_t kw,
+                                     int32_t ow, int32_t oh, int32_t stride_w, int32_t stride_h, int32_t pad_left,
+                                     int32_t pad_top, float lo, float hi) {
   const conv_t g = {channels, channels, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 0};
   return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi, DEPTHWISE);
 }
 
 int32_t vanilla_depthwise_conv2dnhwc(float* ifmap, float* weights, float* bias, float* residual, float* slope,
-                                     float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
-                                     int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi) {
+                                     float* result, int32_t channels, int32_t iw, int32_t ih, int32_t kh, int32_t kw,
+                                     int32_t ow, int32_t oh, int32_t stride_w, int32_t stride_h, int32_t pad_left,
+                                     int32_t pad_top, float lo, float hi) {
   const conv_t g = {channels, channels, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 1};
   return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi, DEPTHWISE);
 }
 
 int32_t vanilla_conv2dnchw_general(float* ifmap, float* weights, float* bias,
-                                   float* residual, float* slope, float* result, int oc, int iw,
-                                   int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
-                                   int pad_left, int pad_top, float lo, float hi) {
+                                   float* residual, float* slope, float* result, int32_t oc, int32_t iw,
+                                   int32_t ih, int32_t ic, int32_t kh, int32_t kw, int32_t ow, int32_t oh,
+                                   int32_t stride_w, int32_t stride_h, int32_t pad_left, int32_t pad_top, float lo,
+                                   float hi) {
   const conv_t g = {oc, ic, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 0};
   return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi, CONV);
 }
 
 int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
-                                   float* residual, float* slope, float* result, int oc, int iw,
-                                   int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
-                                   int pad_left, int pad_top, float lo, float hi) {
+                                   float* residual, float* slope, float* result, int32_t oc, int32_t iw,
+                                   int32_t ih, int32_t ic, int32_t kh, int32_t kw, int32_t ow, int32_t oh,
+                                   int32_t stride_w, int32_t stride_h, int32_t pad_left, int32_t pad_top, float lo,
+                                   float hi) {
   const conv_t g = {oc, ic, ih, iw, oh, ow, kh, kw, stride_h, stride_w, pad_top, pad_left, 1};
   return run(ifmap, weights, bias, residual, slope, result, g, 1, lo, hi, CONV);
 }

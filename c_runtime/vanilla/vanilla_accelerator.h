@@ -40,24 +40,28 @@ extern "C" {
  * residual may alias ifmap, not result.  Returns VANILLA_OK or one of the error codes above
  * (EINVAL, ESIZE, ESTRIDE, EPAD, ECLAMP, ERANGE); the pads may exceed the kernel and the image. */
 int32_t vanilla_conv2dnchw_general(float* ifmap, float* weights, float* bias,
-                                   float* residual, float* slope, float* result, int oc, int iw,
-                                   int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
-                                   int pad_left, int pad_top, float lo, float hi);
+                                   float* residual, float* slope, float* result, int32_t oc, int32_t iw,
+                                   int32_t ih, int32_t ic, int32_t kh, int32_t kw, int32_t ow, int32_t oh,
+                                   int32_t stride_w, int32_t stride_h, int32_t pad_left, int32_t pad_top, float lo,
+                                   float hi);
 /* The same on NHWC feature maps: ifmap [ih][iw][ic], residual and result [oh][ow][oc]. */
 int32_t vanilla_conv2dnhwc_general(float* ifmap, float* weights, float* bias,
-                                   float* residual, float* slope, float* result, int oc, int iw,
-                                   int ih, int ic, int kh, int kw, int ow, int oh, int stride_w, int stride_h,
-                                   int pad_left, int pad_top, float lo, float hi);
+                                   float* residual, float* slope, float* result, int32_t oc, int32_t iw,
+                                   int32_t ih, int32_t ic, int32_t kh, int32_t kw, int32_t ow, int32_t oh,
+                                   int32_t stride_w, int32_t stride_h, int32_t pad_left, int32_t pad_top, float lo,
+                                   float hi);
 
 /* Depthwise convolution (groups = channels): output channel c reads input channel c only.
  * weights [channels][kh][kw] with kh*kw <= VANILLA_MAX_TAPS (else VANILLA_ETAPS); window, output stage and other
  * status codes as above; the NHWC entry equals the NCHW one bit for bit. */
 int32_t vanilla_depthwise_conv2dnchw(float* ifmap, float* weights, float* bias, float* residual, float* slope,
-                                     float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
-                                     int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi);
+                                     float* result, int32_t channels, int32_t iw, int32_t ih, int32_t kh, int32_t kw,
+                                     int32_t ow, int32_t oh, int32_t stride_w, int32_t stride_h, int32_t pad_left,
+                                     int32_t pad_top, float lo, float hi);
 int32_t vanilla_depthwise_conv2dnhwc(float* ifmap, float* weights, float* bias, float* residual, float* slope,
-                                     float* result, int channels, int iw, int ih, int kh, int kw, int ow, int oh,
-                                     int stride_w, int stride_h, int pad_left, int pad_top, float lo, float hi);
+                                     float* result, int32_t channels, int32_t iw, int32_t ih, int32_t kh, int32_t kw,
+                                     int32_t ow, int32_t oh, int32_t stride_w, int32_t stride_h, int32_t pad_left,
+                                     int32_t pad_top, float lo, float hi);
 
 /* Shorthands for the common case, as in TVM's UMA tutorial: stride 1, "same" padding. */
 

@@ -2,6 +2,10 @@
 
     python -m tvm_extension.mlf build model.tar -o build/            # -> build/model
     python -m tvm_extension.mlf run model.tar -i input.npz -o output.npz [--repeat 100]
+    python -m tvm_extension.mlf run --board mps2-an386 model.tar -i input.npz -o output.npz
+
+With --board, the MLF is cross-built for that Arm Cortex-M board and run in QEMU (one inference:
+its instructions and the firmware's memory are printed).
 
 Inputs are an ``.npz`` keyed by input name, or an ``.npy`` for a one-input model.
 Outputs are written as an ``.npz`` keyed by output name.
@@ -13,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import board as boards
 from .host import HostBuildError, build
 
 
@@ -53,7 +58,10 @@ def main(argv=None) -> int:
     for name in ("build", "run"):
         cmd = sub.add_parser(name)
         cmd.add_argument("mlf", type=Path, help="Model Library Format archive (tvmc compile -f mlf)")
-        cmd.add_argument("--cc", default="gcc", help="C compiler (default gcc)")
+        cmd.add_argument("--cc", help=f"C compiler (default gcc; with --board {boards.CC})")
+        cmd.add_argument("--board", metavar="BOARD",
+                         help="cross-build for this QEMU board and run there: "
+                         + ", ".join(f"{n} ({b.core})" for n, b in boards.BOARDS.items()))
         cmd.add_argument("--cflags", default="-O2", help="C compiler flags (default -O2)")
     sub.choices["build"].add_argument("-o", "--output", type=Path, required=True, help="build folder")
     run = sub.choices["run"]
@@ -61,14 +69,26 @@ def main(argv=None) -> int:
     run.add_argument("-o", "--outputs", type=Path, required=True, help=".npz to write the outputs to")
     run.add_argument("--repeat", type=int, default=0, help="time this many runs and print seconds per run")
     args = parser.parse_args(argv)
+
+    def compile_in(work):
+        if args.board:
+            return boards.build(args.mlf, work, args.board, args.cflags.split(), args.cc or boards.CC)
+        return build(args.mlf, work, args.cc or "gcc", args.cflags.split())
+
     try:
         _check_paths(args)
+        if args.board:
+            boards.board(args.board)  # a known one, before building
+        if args.board and args.command == "run" and args.repeat:
+            raise HostBuildError("--repeat times runs on the host: on a board one inference is counted in instructions")
         if args.command == "build":
-            program = build(args.mlf, args.output, args.cc, args.cflags.split())
+            program = compile_in(args.output)
             print(program.executable)
+            if args.board:
+                print("\n".join(program.memory.lines()))
             return 0
         with tempfile.TemporaryDirectory(prefix="mlf-host-") as work:
-            program = build(args.mlf, work, args.cc, args.cflags.split())
+            program = compile_in(work)
             outputs, seconds = program.run(_read_inputs(args.inputs, program), repeat=args.repeat)
         partial = args.outputs.with_name(f".{args.outputs.name}.partial.npz")
         np.savez(partial, **outputs)
@@ -77,6 +97,10 @@ def main(argv=None) -> int:
             print(f"{name}: shape {tuple(value.shape)} {value.dtype}")
         if args.repeat:
             print(f"seconds per run: {seconds:.6f}")
+        if args.board:
+            print(f"instructions per inference on {args.board} ({boards.BOARDS[args.board].core}): "
+                  f"{program.instructions}")
+            print("\n".join(program.memory.lines()))
         return 0
     except HostBuildError as err:
         sys.stderr.write(f"Error: {err}\n")

@@ -132,9 +132,8 @@ def _describe(tree: Path) -> Tuple[str, List[Tensor], List[Tensor]]:
 SECTION_GC = ("-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections")
 
 
-def build(mlf: os.PathLike, work_dir: os.PathLike, cc: str = "gcc", cflags: Sequence[str] = ("-O2",)) -> HostProgram:
-    """Unpack ``mlf`` into ``work_dir`` and compile it with ``cc`` into ``work_dir/model``."""
-    work_dir = Path(work_dir)
+def unpack(mlf: os.PathLike, work_dir: Path) -> Tuple[Path, str, List[Tensor], List[Tensor]]:
+    """``mlf`` unpacked into ``work_dir/mlf``: that folder, the interface prefix, inputs, outputs."""
     tree = work_dir / "mlf"
     tree.mkdir(parents=True, exist_ok=True)
     try:
@@ -145,7 +144,13 @@ def build(mlf: os.PathLike, work_dir: os.PathLike, cc: str = "gcc", cflags: Sequ
         raise HostBuildError(f"cannot read MLF archive {mlf}: {reason}") from None
     if not (tree / "metadata.json").is_file():
         raise HostBuildError(f"{mlf} holds no metadata.json: not a Model Library Format archive (tvmc compile -f mlf)")
-    prefix, inputs, outputs = _describe(tree)
+    return (tree, *_describe(tree))
+
+
+def build(mlf: os.PathLike, work_dir: os.PathLike, cc: str = "gcc", cflags: Sequence[str] = ("-O2",)) -> HostProgram:
+    """Unpack ``mlf`` into ``work_dir`` and compile it with ``cc`` into ``work_dir/model``."""
+    work_dir = Path(work_dir)
+    tree, prefix, inputs, outputs = unpack(mlf, work_dir)
     sources = sorted((tree / "codegen" / "host" / "src").glob("*.c")) + sorted((tree / "runtime" / "src").glob("*.c"))
     includes = [f"-I{tree / 'codegen' / 'host' / 'include'}", f"-I{tree / 'runtime' / 'include'}"]
     # A library source with its own flags (NAME.cflags beside it) is compiled on its own with them.

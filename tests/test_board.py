@@ -1,0 +1,230 @@
+"""The MLF on a microcontroller: real networks cross-built for Cortex-M boards (QEMU), outputs
+equal to the host run of the same MLF, the memory report checked against the ELF, SysTick's
+instruction count calibrated, and the kernel libraries warning-free for Cortex-M.
+
+The default run takes one int8 and one float network on mps2-an386 (Cortex-M4) and
+mps3-an547 (Cortex-M55), Chocolate and Strawberry on one board each.
+TVM_EXTENSION_BOARD_NETWORKS=all runs every real network of the suite with each backend on both.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, VANILLA_EXT, assert_one_line_error, mlf_sources, run_tvmc
+from model_zoo import fetch
+from tvm_extension.mlf import board as boards
+from tvm_extension.mlf import build
+
+SHAPES = {
+    "kws_dscnn_int8": {"input_1": (1, 50, 10, 1)},
+    "kws_on_off_int8": {"serving_default_input_1:0": (1, 98, 1, 104)},
+    "mtcnn_pnet": {"input_1": (1, 24, 24, 3)},
+    "mtcnn_onet": {"input_3": (1, 48, 48, 3)},
+    "kws_on_off_float32": {"serving_default_input_1:0": (1, 98, 1, 104)},
+    "blazeface": {"input": (1, 128, 128, 3)},
+    "face_landmark": {"input_1": (1, 192, 192, 3)},
+}
+INT8 = ("kws_dscnn_int8", "kws_on_off_int8")
+TARGETS = {"vanilla": "vanilla_accelerator", "qvanilla": "qvanilla", "strawberry": "strawberry",
+           "chocolate": "chocolate"}
+DEFAULT_CASES = [
+    ("kws_dscnn_int8", "qvanilla", "mps2-an386"), ("kws_dscnn_int8", "qvanilla", "mps3-an547"),
+    ("mtcnn_pnet", "vanilla", "mps2-an386"), ("mtcnn_pnet", "vanilla", "mps3-an547"),
+    ("kws_dscnn_int8", "chocolate", "mps2-an386"), ("mtcnn_pnet", "strawberry", "mps3-an547"),
+]
+ALL_CASES = [(net, backend, board) for net in SHAPES for backend in
+             (("qvanilla", "chocolate", "plain") if net in INT8 else ("vanilla", "strawberry", "chocolate", "plain"))
+             for board in ("mps2-an386", "mps3-an547")]
+CASES = ALL_CASES if os.environ.get("TVM_EXTENSION_BOARD_NETWORKS") == "all" else DEFAULT_CASES
+# plain TVM's C for microcontrollers: AOT, C interface, no vectors (TVMC's microTVM options)
+PLAIN = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api",
+         "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
+KERNEL_LIBRARIES = ["vanilla/vanilla_accelerator.c", "qvanilla/qvanilla.c", "strawberry/strawberry.c",
+                    "chocolate/chocolate.c"]
+
+
+@pytest.fixture(scope="module")
+def mlf(tmp_path_factory):
+    """The MLF of (network, backend), compiled once for every board."""
+    cache = {}
+
+    def compile_(net, backend):
+        if (net, backend) not in cache:
+            out = tmp_path_factory.mktemp("mlf") / f"{net}_{backend}.tar"
+            target = PLAIN if backend == "plain" else ["--target", TARGETS[backend], "--experimental-tvm-extension",
+                                                       VANILLA_EXT]
+            shapes = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in SHAPES[net].items())
+            done = run_tvmc("compile", *target, "--input-shapes", shapes, fetch(net), "-f", "mlf", "-o", out)
+            assert done.returncode == 0, done.stderr[-2000:]
+            cache[net, backend] = out
+        return cache[net, backend]
+    return compile_
+
+
+def inputs_for(program, seed=0):
+    rng = np.random.default_rng(seed)
+    return {t.name: rng.integers(-128, 128, t.shape).astype(t.dtype) if t.dtype == "int8"
+            else (rng.standard_normal(t.shape) * 16).astype(t.dtype)
+            for t in program.inputs}
+
+
+def libm_calls(archive):
+    """The C library's float functions the generated code calls (expf in a softmax...)."""
+    return {name for text in mlf_sources(archive).values()
+            for name in re.findall(r"\b(expf?|tanhf?|logf?|powf?|erff?|sqrtf?|sinf?|cosf?)\(", text)}
+
+
+def section_totals(elf):
+    """{section: bytes} as arm-none-eabi-size -A reads the ELF: independent of the map file."""
+    text = subprocess.run(["arm-none-eabi-size", "-A", str(elf)], capture_output=True, text=True, check=True).stdout
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\.\S+)\s+(\d+)\s+\d+$", text, re.MULTILINE)}
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("net, backend, board", CASES, ids=["-".join(c) for c in CASES])
+def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
+    archive = mlf(net, backend)
+    host = build(archive, tmp_path / "host")
+    firmware = boards.build(archive, tmp_path / "board", board)
+    inputs = inputs_for(host)
+    expected, _ = host.run(inputs)
+    got, _ = firmware.run(inputs)
+    assert list(got) == list(expected)
+    # int8 equal; float bit-equal too (the same operations in the same order, no contraction
+    # into fused multiply-adds under -std=c11), except through the C library's exp/tanh/...:
+    # newlib's and glibc's differ in the last bits.
+    max_ulp = 4 if libm_calls(archive) else 0
+    for name in expected:
+        assert got[name].dtype == expected[name].dtype and got[name].shape == expected[name].shape, name
+        if max_ulp and expected[name].dtype.kind == "f":
+            np.testing.assert_array_max_ulp(got[name], expected[name], maxulp=max_ulp)
+        else:
+            assert np.array_equal(got[name], expected[name]), name
+        assert np.unique(expected[name]).size > 1, f"{name}: a constant output proves little"
+
+    memory = firmware.memory
+    sections = section_totals(firmware.executable)
+    placed = sum(sections.get(s, 0) for s in (".vectors", ".text", ".ARM.exidx", ".data"))
+    assert memory.rom() == placed and memory.static_ram() == sections[".data"] + sections[".bss"]
+    assert memory.sizes["generated"]["bss"] >= memory.workspace > 0
+    assert (memory.sizes["kernel library"]["text"] > 0) == (backend != "plain")
+    # measured by painting: within the 1 MB stack (gcc's -fstack-usage frames count whole local
+    # arrays, painting only the words a call touched)
+    assert 64 < memory.stack < 1024 * 1024
+    assert (memory.largest_frame > 1024) == (backend != "plain")
+    assert firmware.instructions > 10_000
+
+
+def test_cli_runs_on_a_board(tmp_path, mlf):
+    archive = mlf("kws_dscnn_int8", "qvanilla")
+    host = build(archive, tmp_path / "host")
+    inputs = inputs_for(host, seed=3)
+    np.savez(tmp_path / "in.npz", **inputs)
+    done = subprocess.run([sys.executable, "-m", "tvm_extension.mlf", "run", "--board", "mps2-an386", str(archive),
+                           "-i", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    expected, _ = host.run(inputs)
+    with np.load(tmp_path / "out.npz") as got:
+        assert all(np.array_equal(got[name], value) for name, value in expected.items())
+    instructions = re.search(r"instructions per inference on mps2-an386 \(Cortex-M4\): (\d+)", done.stdout)
+    assert instructions and int(instructions.group(1)) > 1_000_000, done.stdout
+    for fragment in ("ROM", "generated: text", "kernel library: text", "runtime: text", "AOT workspace 88000",
+                     "peak stack of an inference"):
+        assert fragment in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("board", list(boards.BOARDS))
+def test_systick_counts_instructions(tmp_path, board):
+    """c_runtime/board/calibrate.c: a loop of a known number of instructions, counted by SysTick
+    under -icount shift=0, gives back that number with the board's clock."""
+    spec = boards.BOARDS[board]
+    elf = tmp_path / "calibrate.elf"
+    files = boards.BOARD_FILES
+    subprocess.run([boards.CC, *spec.cpu_flags, "-mthumb", "-O2", "--specs=rdimon.specs", "-nostartfiles",
+                    f"-I{files}", f"-L{files}", f"-T{spec.linker_script}", str(files / "calibrate.c"),
+                    str(files / "startup.c"), "-o", str(elf)], check=True)
+    done = subprocess.run([boards.QEMU, "-machine", board, "-nographic", "-monitor", "none", "-serial", "none",
+                           "-semihosting-config", "enable=on,target=native", "-icount", "shift=0", "-kernel", str(elf)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    ticks, instructions = map(int, re.search(r"board: ticks (\d+) instructions (\d+)", done.stdout).groups())
+    assert abs(ticks * 1_000_000_000 / spec.clock_hz - instructions) <= 0.001 * instructions
+
+
+@pytest.mark.parametrize("board", ["mps2-an385", "mps2-an386", "mps2-an500", "mps3-an547"])
+@pytest.mark.parametrize("library", KERNEL_LIBRARIES)
+def test_kernel_libraries_build_for_cortex_m_without_warnings(tmp_path, board, library):
+    """Each example backend's C library, as it ships in an MLF, for the board's core."""
+    folders = [f"-I{ROOT / 'c_runtime' / name}" for name in ("vanilla", "qvanilla", "strawberry", "chocolate")]
+    obj = tmp_path / "lib.o"
+    done = subprocess.run([boards.CC, *boards.BOARDS[board].cpu_flags, "-mthumb", "-O2", "-std=c11", "-Wall",
+                           "-Wextra", "-Werror", *folders, "-c", str(ROOT / "c_runtime" / library), "-o", str(obj)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    if library.startswith(("vanilla", "qvanilla")):  # kernels: no allocator, no stdio
+        undefined = subprocess.run(["arm-none-eabi-nm", "-u", str(obj)], capture_output=True, text=True).stdout
+        names = {line.split()[-1] for line in undefined.splitlines()}
+        assert not names & {"malloc", "calloc", "realloc", "free", "printf", "fprintf", "fopen"}, names
+
+
+def test_unknown_board_is_one_line(tmp_path, mlf):
+    np.savez(tmp_path / "in.npz", input_1=np.zeros((1, 50, 10, 1), np.float32))
+    done = subprocess.run([sys.executable, "-m", "tvm_extension.mlf", "run", "--board", "mps2-an999",
+                           str(mlf("kws_dscnn_int8", "qvanilla")), "-i", str(tmp_path / "in.npz"),
+                           "-o", str(tmp_path / "o.npz")], capture_output=True, text=True)
+    assert_one_line_error(done, "unknown board 'mps2-an999'", "mps2-an386")
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_missing_toolchain_says_how_to_install(tmp_path, mlf):
+    archive = mlf("kws_dscnn_int8", "qvanilla")
+    np.savez(tmp_path / "in.npz", input_1=np.zeros((1, 50, 10, 1), np.float32))
+    env = dict(os.environ, PATH=str(tmp_path))  # no cross compiler, no QEMU
+    done = subprocess.run([sys.executable, "-m", "tvm_extension.mlf", "run", "--board", "mps2-an386", str(archive),
+                           "-i", str(tmp_path / "in.npz"), "-o", str(tmp_path / "o.npz")],
+                          capture_output=True, text=True, env=env)
+    assert_one_line_error(done, "arm-none-eabi-gcc is not installed", boards.INSTALL)
+    assert not (tmp_path / "o.npz").exists()
+
+
+STAND_IN = """#!/bin/bash
+[ "$1" = -c ] && exit 0  # env.sh's check that python3.10 runs
+echo "$(basename "$0") $*" >> "$CALLS"
+if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi
+"""
+
+
+def test_test_setup_installs_the_toolchain_and_the_demo_does_not(tmp_path):
+    """scripts/env.sh test, as root on a machine without the cross compiler and QEMU, installs
+    them with apt-get and says so in one line; env.sh demo does not."""
+    root, bin_dir, calls = tmp_path / "checkout", tmp_path / "bin", tmp_path / "calls"
+    (root / "scripts").mkdir(parents=True)
+    bin_dir.mkdir()
+    shutil.copy(ROOT / "scripts" / "env.sh", root / "scripts")
+    for name in ("requirements-demo.lock", "requirements.lock", "pyproject.toml"):
+        shutil.copy(ROOT / name, root)
+    for tool in ("bash", "basename", "cat", "cp", "cut", "dirname", "grep", "mkdir", "sha256sum"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    for stand_in in ("python3.10", "apt-get", "id"):
+        (bin_dir / stand_in).write_text(STAND_IN if stand_in != "id" else "#!/bin/bash\necho 0\n")
+        (bin_dir / stand_in).chmod(0o755)
+    env = dict(os.environ, TVM_EXTENSION_VENV=str(tmp_path / "venv"), CALLS=str(calls), PATH=str(bin_dir))
+
+    def setup(purpose):
+        calls.write_text("")
+        done = subprocess.run([str(bin_dir / "bash"), "-c", f"source scripts/env.sh {purpose}"], cwd=root, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stderr, [c for c in calls.read_text().splitlines() if c.startswith("apt-get")]
+
+    said, apt = setup("demo")
+    assert apt == [] and "apt-get" not in said
+    said, apt = setup("test")
+    assert apt == ["apt-get update -qq", "apt-get install -y -qq --no-install-recommends gcc-arm-none-eabi "
+                   "libnewlib-arm-none-eabi qemu-system-arm"], apt
+    assert said.count("installing the Cortex-M cross compiler and QEMU") == 1, said
