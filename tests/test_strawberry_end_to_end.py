@@ -209,7 +209,7 @@ def test_partitions_and_rates_from_the_command_line(tmp_path, monkeypatch):
     (["--target-strawberry-ifmap_percent=80", "--target-strawberry-weights_percent=20"],
      "ifmap_percent 80 and weights_percent 20"),
     (["--target-strawberry-scratchpad_bytes=1002"], "scratchpad_bytes 1002 must be a multiple of 4"),
-    (["--target-strawberry-dma_bytes_per_cycle=0"], "dma_bytes_per_cycle 0"),
+    (["--target-strawberry-dma_bytes_per_cycle=0"], "attribute 'dma_bytes_per_cycle' must be in 1..2147483647, got 0"),
 ])
 def test_bad_attribute_values(tmp_path, args, fragment):
     done = run_tvmc("compile", "--target", "strawberry", *args, *EXT, MODELS / "cnn.onnx", "-f", "mlf",
