@@ -5,7 +5,7 @@ from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from tvm_extension.uma.fold import fold_batch_norm_pass
-from tvm_extension.uma.layout import fold_weights_pass, offload_layout_pass
+from tvm_extension.uma.layout import as_kernel_layout, fold_weights_pass, offload_layout_pass
 from tvm_extension.uma.limits import INT32_MAX, c_limits
 
 from .codegen import KERNEL_DIR, gen_includes
@@ -90,8 +90,10 @@ class ChocolateBackend(UMABackend):
         return validate
 
     def rejection_reason(self, call):
-        """Why a conv stays on the CPU; shown in the offload report."""
-        return core_problem(call) if call.op.name in ("qnn.conv2d", "nn.conv2d") else None
+        """Why a conv stays on the CPU; shown in the offload report (an NCHW conv as converted)."""
+        if call.op.name not in ("qnn.conv2d", "nn.conv2d"):
+            return None
+        return core_problem(as_kernel_layout(call, "NHWC", "HWIO") or call)
 
     @property
     def target_name(self):

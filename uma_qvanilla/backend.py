@@ -3,7 +3,7 @@ from tvm import relay
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
-from tvm_extension.uma.layout import offload_layout_pass
+from tvm_extension.uma.layout import as_kernel_layout, offload_layout_pass
 
 from .codegen import gen_includes
 from .passes import QVanillaConv2DPass, prepare_quantized_conv
@@ -30,10 +30,11 @@ class QVanillaBackend(UMABackend):
         self._register_codegen(fmt="c", includes=gen_includes)
 
     def rejection_reason(self, call):
-        """Why a qnn.conv2d stays on the CPU; shown in the offload report."""
+        """Why a qnn.conv2d stays on the CPU; shown in the offload report.  An NCHW conv is
+        explained as converted: why the kernel refused it, not the layout it was left in."""
         if call.op.name != "qnn.conv2d":
             return None
-        return conv_problem(call)
+        return conv_problem(as_kernel_layout(call, "NHWC", "HWIO") or call)
 
     @property
     def target_name(self):

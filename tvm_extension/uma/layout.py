@@ -3,15 +3,18 @@
 TFLite graphs are NHWC; a kernel written for NCHW must not see its convolutions run as
 inlined loops because the layout did not match.  ``offload_layout_pass`` converts exactly
 the convolutions the backend accepts (asked through ``accepts``, on the converted call) to
-the kernel's layout, and carries the conversion through what follows them per channel
-(bias, ReLU, clip, maximum, qnn.requantize) so that:
+the kernel's layout, and carries the conversion through what follows them per channel or
+per element (bias, ReLU, clip, maximum, (de/re)quantize, PReLU, pad, pooling) and through
+the model's own transposes (those of an NHWC network exported as NCHW cancel out) so that:
 
-* consecutive offloaded convolutions meet without any transpose between them;
-* everything the CPU runs keeps the model's own layout, where TVM's schedules are compact
-  (converting a whole NHWC network to NCHW made its CPU code 1.7x larger).
+* consecutive offloaded convolutions meet without any transpose between them, also across
+  the float operators of an int8 QDQ graph (dequantize -> PReLU -> quantize);
+* the convolutions the CPU runs keep the model's own layout, where TVM's schedules are
+  compact (converting a whole NHWC network to NCHW made its CPU code 1.7x larger).
 
-Weights (and the cast/transpose/reshape that frontends put on them) are transformed with
-numpy here, not by FoldConstant, which would compile and run one TVM function per weight.
+Weights (and the cast/transpose/reshape/qnn.quantize that frontends put on them) are
+transformed with numpy here, not by FoldConstant, which would compile and run one TVM
+function per weight.
 
 A kernel that reads feature maps in the model's own layout needs no conversion at all, only
 its weights in one layout: ``pack_weights_pass`` permutes them once, at compile time.
@@ -25,7 +28,10 @@ from tvm.relay.expr_functor import ExprMutator
 
 from .lower import offloaded_functions
 
-_ELEMENTWISE_AFTER = ("nn.relu", "clip")
+_CONVS = ("nn.conv2d", "qnn.conv2d")
+# Per element, whatever the layout: moved past a conversion back to the model's layout.
+_ELEMENTWISE = ("nn.relu", "clip", "cast")
+_POOLS = {"nn.max_pool2d": relay.nn.max_pool2d, "nn.avg_pool2d": relay.nn.avg_pool2d}
 
 
 def _permute(value: np.ndarray, src: str, dst: str) -> np.ndarray:
@@ -41,6 +47,20 @@ def _fold_constant(op: str, value: np.ndarray, attrs, out_type):
     if op in ("reshape", "expand_dims", "squeeze"):
         return value.reshape([int(d) for d in out_type.shape])
     return None
+
+
+def _quantize(value: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int, dtype: str) -> np.ndarray:
+    """qnn.quantize of a constant (float weights and biases of QDQ graphs, e.g. PyTorch's
+    fake-quantized export, after FakeQuantizationToInteger), bit for bit as TVM's C computes it:
+    float32 division, round half away from zero (C's roundf), zero point, clamp."""
+    shape = [1] * value.ndim
+    if value.ndim and (scale.size > 1 or zero_point.size > 1):
+        shape[axis % value.ndim] = -1
+    scaled = (value.astype(np.float32) / scale.astype(np.float32).reshape(shape)).astype(np.float64)
+    rounded = (np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)).astype(np.float32)  # exact in float64
+    shifted = rounded + zero_point.astype(np.float32).reshape(shape)
+    info = np.iinfo(dtype)
+    return np.clip(shifted.astype(np.float64), info.min, info.max).astype(dtype)
 
 
 def _is_back_transform(expr, layout: str) -> bool:
@@ -62,24 +82,69 @@ def _per_channel(bias: np.ndarray, layout: str, channels: int, axis=None):
     return bias.reshape(-1) if dims == wanted else None
 
 
+def _scalars(*constants) -> bool:
+    return all(isinstance(c, relay.Constant) and c.data.numpy().size == 1 for c in constants)
+
+
 class _FoldWeights(ExprMutator):
-    """Folds cast/transpose/reshape chains on constants, so patterns see weights as constants."""
+    """Folds cast/transpose/reshape chains and qnn.quantize on constants, so patterns see
+    weights as constants."""
 
     def visit_call(self, call):
         new = super().visit_call(call)
-        if isinstance(new.op, tvm.ir.Op) and len(new.args) == 1 and isinstance(new.args[0], relay.Constant):
-            folded = _fold_constant(new.op.name, new.args[0].data.numpy(), new.attrs, call.checked_type)
-            if folded is not None:
-                return relay.const(folded)
-        return new
+        if not (isinstance(new.op, tvm.ir.Op) and new.args and all(isinstance(a, relay.Constant) for a in new.args)):
+            return new
+        values = [a.data.numpy() for a in new.args]
+        if new.op.name == "qnn.quantize":
+            return relay.const(_quantize(*values, int(new.attrs.axis), str(new.attrs.out_dtype)))
+        folded = _fold_constant(new.op.name, values[0], new.attrs, call.checked_type) if len(values) == 1 else None
+        return new if folded is None else relay.const(folded)
+
+
+def _convertible(conv, layout: str, kernel_layout: str) -> bool:
+    """A conv with constant weights in another arrangement of the same axes."""
+    attrs = conv.attrs
+    return (attrs.data_layout != layout and isinstance(conv.args[1], relay.Constant)
+            and sorted(attrs.data_layout) == sorted(layout) and sorted(attrs.kernel_layout) == sorted(kernel_layout))
+
+
+def _converted_conv(conv, data, layout: str, kernel_layout: str):
+    """``conv`` reading ``data`` in ``layout``, its weights permuted to ``kernel_layout``."""
+    attrs = conv.attrs
+    weight = relay.const(_permute(conv.args[1].data.numpy(), attrs.kernel_layout, kernel_layout))
+    common = dict(
+        strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation, groups=attrs.groups,
+        channels=attrs.channels, kernel_size=attrs.kernel_size, data_layout=layout, kernel_layout=kernel_layout,
+        out_dtype=attrs.out_dtype,
+    )
+    if conv.op.name == "qnn.conv2d":  # zero points and scales are scalars or per channel
+        return relay.qnn.op.conv2d(data, weight, *conv.args[2:], **common)
+    return relay.nn.conv2d(data, weight, **common)
+
+
+def as_kernel_layout(conv, layout: str = "NHWC", kernel_layout: str = "HWIO", data_type=None):
+    """``conv`` (its data typed, or of ``data_type``) as ``offload_layout_pass`` would convert it,
+    typed on its own: what the backend's ``accepts`` is asked, and what explains a refusal;
+    None if it is not converted."""
+    if not _convertible(conv, layout, kernel_layout):
+        return None
+    data_type, model_layout = data_type or conv.args[0].checked_type, conv.attrs.data_layout
+    shape = [data_type.shape[model_layout.index(axis)] for axis in layout]
+    data = relay.var("data", relay.TensorType(shape, data_type.dtype))
+    probe = relay.Function([data], _converted_conv(conv, data, layout, kernel_layout))
+    return relay.transform.InferType()(tvm.IRModule.from_expr(probe))["main"].body
+
+
+def _constant_key(expr):
+    return expr.data.numpy().tobytes() if isinstance(expr, relay.Constant) else id(expr)
 
 
 class _OffloadLayout(_FoldWeights):
-    def __init__(self, accepts, data_layout, kernel_layout):
+    def __init__(self, accepts, data_layout, kernel_layout, model_layouts):
         super().__init__()
         self.accepts, self.layout, self.kernel_layout = accepts, data_layout, kernel_layout
-        self.answers = {}  # the backend's answer per conv shape and attributes
-        self.channels = {}  # converted expression -> its channel count
+        self.model_layouts = model_layouts  # the layouts of the convs to convert
+        self.answers = {}  # the backend's answer per conv shape, attributes and quantization
 
     def _to_kernel_layout(self, expr, model_layout):
         if _is_back_transform(expr, self.layout) and expr.attrs.dst_layout == model_layout:
@@ -90,71 +155,83 @@ class _OffloadLayout(_FoldWeights):
         new = super().visit_call(call)
         if not isinstance(new, relay.Call) or not isinstance(new.op, tvm.ir.Op):
             return new
-        name = new.op.name
-        if name in ("nn.conv2d", "qnn.conv2d"):
-            return self._conv(new, call.args[0].checked_type)
+        if new.op.name in _CONVS:
+            return self._conv(new, call)
+        if new.op.name == "transpose" and len(call.checked_type.shape) == len(self.layout):
+            return self._transpose(new)
+        if (new.op.name in ("add", "maximum") and isinstance(new.args[0], relay.Constant)
+                and _is_back_transform(new.args[1], self.layout)):
+            new, call = (relay.Call(new.op, new.args[::-1], new.attrs, new.type_args, new.span),
+                         relay.Call(call.op, call.args[::-1], call.attrs))  # constant first: commutative
         back = new.args[0] if new.args and _is_back_transform(new.args[0], self.layout) else None
-        if back is not None and name in ("add", "nn.bias_add", "maximum") and isinstance(new.args[1], relay.Constant):
-            return self._per_channel_constant(new)
-        if back is not None and name == "qnn.requantize" and int(new.attrs.axis) in (-1, back.attrs.dst_layout.index("C")):
-            inner, model_layout = back.args[0], back.attrs.dst_layout
-            a = new.attrs
-            moved = relay.qnn.op.requantize(inner, *new.args[1:], axis=self.layout.index("C"), rounding=a.rounding,
-                                            compute_dtype=a.compute_dtype, out_dtype=a.out_dtype)
-            return self._back_to(moved, model_layout, self.channels[inner])
-        if back is not None and name in _ELEMENTWISE_AFTER:
-            inner, model_layout = new.args[0].args[0], new.args[0].attrs.dst_layout
-            moved = relay.Call(new.op, [inner], new.attrs, new.type_args, new.span)
-            return self._back_to(moved, model_layout, self.channels[inner])
-        return new
+        if back is None:
+            return new
+        model_layout = str(back.attrs.dst_layout)
+        moved = self._carry(new, back.args[0], model_layout, int(call.args[0].checked_type.shape[model_layout.index("C")]))
+        return new if moved is None else relay.layout_transform(moved, self.layout, model_layout)
 
-    def _conv(self, conv, data_type):
-        attrs = conv.attrs
-        model_layout, model_kernel = attrs.data_layout, attrs.kernel_layout
-        weight = conv.args[1]
-        if model_layout == self.layout or not isinstance(weight, relay.Constant):
+    def _transpose(self, new):
+        """A transpose after a conversion back is one conversion (none if they cancel out); a
+        transpose into a converted conv's layout is a conversion back, carried like one."""
+        data = new.args[0]
+        axes = [int(a) for a in new.attrs.axes] if new.attrs.axes else list(range(len(self.layout)))[::-1]
+        if _is_back_transform(data, self.layout):
+            layout = "".join(str(data.attrs.dst_layout)[a] for a in axes)
+            inner = data.args[0]
+            return inner if layout == self.layout else relay.layout_transform(inner, self.layout, layout)
+        layout = "".join(self.layout[a] for a in axes)
+        return relay.layout_transform(data, self.layout, layout) if layout in self.model_layouts else new
+
+    def _carry(self, call, inner, model_layout, channels):
+        """``call`` of a tensor in ``model_layout`` computed on ``inner``, the same in the kernel's
+        layout; None if it cannot be (it then reads the model's layout)."""
+        name, attrs, args = call.op.name, call.attrs, call.args
+        c_axis = self.layout.index("C")
+
+        def axis(a, *quantization):  # an axis of the model's layout in the kernel's (any, for scalars)
+            return c_axis if _scalars(*quantization) else self.layout.index(model_layout[int(a) % len(model_layout)])
+
+        if name in _ELEMENTWISE:
+            return relay.Call(call.op, [inner], attrs, call.type_args, call.span)
+        if name in ("add", "nn.bias_add", "maximum") and isinstance(args[1], relay.Constant):
+            bias_axis = int(attrs.axis) if name == "nn.bias_add" else None
+            values = _per_channel(args[1].data.numpy(), model_layout, channels, bias_axis)
+            if values is None:
+                return None  # not one value per channel
+            constant = relay.const(values.reshape([channels if a == "C" else 1 for a in self.layout]))
+            return relay.maximum(inner, constant) if name == "maximum" else relay.add(inner, constant)
+        if name == "qnn.requantize":
+            return relay.qnn.op.requantize(inner, *args[1:], axis=axis(attrs.axis, *args[1:]), rounding=attrs.rounding,
+                                           compute_dtype=attrs.compute_dtype, out_dtype=attrs.out_dtype)
+        if name in ("qnn.quantize", "qnn.dequantize"):
+            op = relay.qnn.op.quantize if name == "qnn.quantize" else relay.qnn.op.dequantize
+            return op(inner, *args[1:], axis=axis(attrs.axis, *args[1:]), out_dtype=attrs.out_dtype)
+        if name == "nn.prelu":
+            return relay.nn.prelu(inner, args[1], axis=axis(attrs.axis, args[1]))
+        if name == "nn.pad":
+            widths = [[int(w) for w in attrs.pad_width[model_layout.index(a)]] for a in self.layout]
+            return relay.nn.pad(inner, widths, args[1], attrs.pad_mode)
+        if name in _POOLS and attrs.layout == model_layout and attrs.out_layout in ("", model_layout):
+            extra = dict(count_include_pad=attrs.count_include_pad) if name == "nn.avg_pool2d" else {}
+            return _POOLS[name](inner, attrs.pool_size, attrs.strides, attrs.dilation, attrs.padding, self.layout,
+                                ceil_mode=attrs.ceil_mode, **extra)
+        return None
+
+    def _conv(self, conv, typed):
+        if not _convertible(conv, self.layout, self.kernel_layout):
             return conv
-        if sorted(model_layout) != sorted(self.layout) or sorted(model_kernel) != sorted(self.kernel_layout):
-            return conv
-        weight = relay.const(_permute(weight.data.numpy(), model_kernel, self.kernel_layout))
-
-        def converted(data):
-            common = dict(
-                strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation,
-                groups=attrs.groups, channels=attrs.channels, kernel_size=attrs.kernel_size,
-                data_layout=self.layout, kernel_layout=self.kernel_layout, out_dtype=attrs.out_dtype,
-            )
-            if conv.op.name == "qnn.conv2d":  # zero points and scales are scalars or per channel
-                return relay.qnn.op.conv2d(data, weight, *conv.args[2:], **common)
-            return relay.nn.conv2d(data, weight, **common)
-
-        # Ask the backend about the converted conv, typed on its own (the predicate reads types).
-        shape = [data_type.shape[model_layout.index(axis)] for axis in self.layout]
-        key = (str(relay.TensorType(shape, data_type.dtype)), weight.data.shape, str(attrs))
+        model_layout = conv.attrs.data_layout
+        data_type = typed.args[0].checked_type
+        # Ask the backend about the converted conv, typed on its own (the predicate reads types);
+        # the answer depends on the shapes, attributes and quantization parameters only.
+        weight = conv.args[1].data
+        key = (str(data_type), tuple(weight.shape), weight.dtype, str(conv.attrs), *map(_constant_key, conv.args[2:]))
         if key not in self.answers:
-            data = relay.var("data", relay.TensorType(shape, data_type.dtype))
-            probe = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([data], converted(data))))
-            self.answers[key] = self.accepts(probe["main"].body)
+            self.answers[key] = self.accepts(as_kernel_layout(conv, self.layout, self.kernel_layout, data_type))
         if not self.answers[key]:
             return conv
-        out = converted(self._to_kernel_layout(conv.args[0], model_layout))
-        return self._back_to(out, model_layout, int(weight.data.shape[self.kernel_layout.index("O")]))
-
-    def _back_to(self, expr, model_layout, channels):
-        self.channels[expr] = channels
-        return relay.layout_transform(expr, self.layout, model_layout)
-
-    def _per_channel_constant(self, call):
-        """add / bias_add / maximum with one value per channel (bias, ReLU in the int32 domain)."""
-        inner, model_layout = call.args[0].args[0], call.args[0].attrs.dst_layout
-        channels = self.channels[inner]
-        axis = int(call.attrs.axis) if call.op.name == "nn.bias_add" else None
-        values = _per_channel(call.args[1].data.numpy(), model_layout, channels, axis)
-        if values is None:
-            return call  # not one value per channel: leave it in the model's layout
-        constant = relay.const(values.reshape([channels if a == "C" else 1 for a in self.layout]))
-        moved = relay.maximum(inner, constant) if call.op.name == "maximum" else relay.add(inner, constant)
-        return self._back_to(moved, model_layout, channels)
+        out = _converted_conv(conv, self._to_kernel_layout(conv.args[0], model_layout), self.layout, self.kernel_layout)
+        return relay.layout_transform(out, self.layout, model_layout)
 
 
 def _run_on_main_functions(mod, mutator):
@@ -186,12 +263,13 @@ def offload_layout_pass(
 
     @tvm.transform.module_pass(opt_level=0, name=name)
     def convert(mod, _ctx):
-        return _run_on_main_functions(mod, _OffloadLayout(accepts, data_layout, kernel_layout))
+        layouts = set()
+        relay.analysis.post_order_visit(mod["main"], lambda e: layouts.add(str(e.attrs.data_layout)) if (
+            isinstance(e, relay.Call) and isinstance(e.op, tvm.ir.Op) and e.op.name in _CONVS) else None)
+        layouts.discard(data_layout)
+        return _run_on_main_functions(mod, _OffloadLayout(accepts, data_layout, kernel_layout, layouts))
 
     return convert
-
-
-_CONVS = ("nn.conv2d", "qnn.conv2d")
 
 
 def _pack_function(func: relay.Function, kernel_layout: str):
