@@ -139,6 +139,64 @@ def test_cli_runs_on_a_board(tmp_path, mlf):
         assert fragment in done.stdout, done.stdout
 
 
+# Random QVanilla layers (dense and depthwise, both roundings, shifts from -12 to +3, zero
+# points, clamps, odd sizes), their outputs written to the file argv[1]: the same program on the
+# host and on a board must write the same bytes (the board runs QVanilla's Cortex-M paths).
+KERNEL_DRIVER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "qvanilla.h"
+static uint32_t state = 12345u;
+static int32_t draw(int32_t lo, int32_t hi) { state = state * 1664525u + 1013904223u; return lo + (int32_t)((state >> 8) % (uint32_t)(hi - lo + 1)); }
+int main(int argc, char** argv) {
+  FILE* out = fopen(argv[argc - 1], "wb");
+  static int8_t input[4096], weights[16384], output[4096];
+  static int32_t params[3 * 64];
+  for (int layer = 0; layer < 40; ++layer) {
+    const int depthwise = layer % 3 == 2, rounding = layer % 2;
+    const int32_t kh = draw(1, 3), kw = draw(1, 3), ih = draw(kh, 9), iw = draw(kw, 9), ic = draw(1, 40);
+    const int32_t oc = depthwise ? ic : draw(1, 40), sh = draw(1, 2), sw = draw(1, 2);
+    const int32_t pt = draw(0, kh - 1), pl = draw(0, kw - 1);
+    const int32_t oh = (ih + 2 * pt - kh) / sh + 1, ow = (iw + 2 * pl - kw) / sw + 1;
+    for (int i = 0; i < ih * iw * ic; ++i) input[i] = (int8_t)draw(-128, 127);
+    for (int i = 0; i < kh * kw * ic * (depthwise ? 1 : oc); ++i) weights[i] = (int8_t)draw(-128, 127);
+    for (int o = 0; o < oc; ++o) {
+      params[o] = draw(-30000, 30000);
+      params[oc + o] = draw(1 << 30, 0x7fffffff) * (draw(0, 9) ? 1 : -1);
+      params[2 * oc + o] = draw(-12, 3);
+    }
+    const int32_t zi = draw(-128, 127), zw = draw(-5, 5), zo = draw(-128, 127), lo = draw(-128, 0), hi = draw(lo, 127);
+    const int32_t status = depthwise
+        ? qvanilla_depthwise_conv2d_nhwc_s8(input, weights, params, output, ih, iw, ic, oh, ow, kh, kw, sh, sw, pt, pl,
+                                            zi, zw, zo, lo, hi, rounding)
+        : qvanilla_conv2d_nhwc_s8(input, weights, params, output, ih, iw, ic, oh, ow, oc, kh, kw, sh, sw, pt, pl, zi,
+                                  zw, zo, lo, hi, rounding);
+    if (status != 0 || fwrite(output, 1, (size_t)(oh * ow * oc), out) != (size_t)(oh * ow * oc)) return 1;
+  }
+  return fclose(out) != 0;
+}
+"""
+
+
+@pytest.mark.parametrize("board", ["mps2-an385", "mps2-an386", "mps3-an547"])
+def test_qvanilla_kernels_on_board_equal_the_host(tmp_path, board):
+    spec, files = boards.BOARDS[board], boards.BOARD_FILES
+    driver = tmp_path / "driver.c"
+    driver.write_text(KERNEL_DRIVER)
+    library = [f"-I{ROOT / 'c_runtime' / 'qvanilla'}", str(ROOT / "c_runtime" / "qvanilla" / "qvanilla.c")]
+    subprocess.run(["gcc", "-O2", "-std=c11", str(driver), *library, "-o", str(tmp_path / "host")], check=True)
+    subprocess.run([str(tmp_path / "host"), str(tmp_path / "host.bin")], check=True)
+    elf = tmp_path / "driver.elf"
+    subprocess.run([boards.CC, *spec.cpu_flags, "-mthumb", "-O2", "-std=c11", "--specs=rdimon.specs", "-nostartfiles",
+                    f"-I{files}", f"-L{files}", f"-T{spec.linker_script}", str(driver), *library,
+                    str(files / "startup.c"), "-o", str(elf)], check=True)
+    subprocess.run([boards.QEMU, "-machine", board, "-nographic", "-monitor", "none", "-serial", "none",
+                    "-semihosting-config", "enable=on,target=native,arg=driver,arg=board.bin", "-kernel", str(elf)],
+                   cwd=tmp_path, check=True, timeout=300)
+    expected = (tmp_path / "host.bin").read_bytes()
+    assert len(expected) > 10_000 and (tmp_path / "board.bin").read_bytes() == expected
+
+
 @pytest.mark.parametrize("board", list(boards.BOARDS))
 def test_systick_counts_instructions(tmp_path, board):
     """c_runtime/board/calibrate.c: a loop of a known number of instructions, counted by SysTick

@@ -33,6 +33,19 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Microcontrollers (Arm M profile: 13 general registers, no 64-bit or float vectors): the output
+ * stage one channel at a time in 32-bit words (requant_columns()) instead of the vector lanes'
+ * float set-up; with the DSP extension (Cortex-M4, M7, M33, M55), dense dot products two int16
+ * multiply-adds per instruction (SMLAD, the Arm C Language Extensions' __smlad) in register blocks
+ * of 2 pixels x 2 channels (dot2x2()).  Elsewhere: plain C. */
+#if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
+#define QVANILLA_MCU 1
+#if defined(__ARM_FEATURE_SIMD32)
+#include <arm_acle.h>
+#define QVANILLA_SMLAD 1
+#endif
+#endif
+
 #if defined(__GNUC__)
 #define NOINLINE __attribute__((noinline))
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -204,7 +217,7 @@ static inline int8_t finish_any(uint32_t sum, const qchan* q, int64_t lo, int64_
  *     out(s) = clamp(output_zp + r(s), act_min, act_max),  r(s) = floor((s * M + 2^(R-1)) / 2^R).
  * r is monotonic in s (non-decreasing if M > 0, non-increasing if M < 0).  block_setup() picks
  * L < H with output_zp + r(L) and output_zp + r(H) equal to act_min and act_max (or to act_max and
- * act_min if M < 0): estimated in double precision, then checked exactly with r() in 64-bit
+ * act_min if M < 0): estimated (plateau()), then checked exactly with r() in 64-bit
  * integers.  Then out(s) = out(L) for s < L and out(H) for s > H, and no clamping happens in
  * between: out(s) = output_zp + r(clamp(s, L, H)).  When |L|, |H| <= 2^24 (floats hold every
  * integer up to 2^24):
@@ -261,18 +274,21 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo :
  * convs' accumulator rows, 4 * (j % 4) + j / 4 (see pack_row). */
 static size_t lane(size_t j, int transposed) { return transposed ? 4 * (j % 4) + j / 4 : j; }
 
-/* round(x) for |x| < 2^51, without libm. */
-static int64_t round_double(double x) {
-  const double y = x + 0.5; /* exact */
-  const int64_t t = (int64_t)y;
-  return (double)t > y ? t - 1 : t; /* floor(y) */
-}
+/* floor(a / b), b > 0. */
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
 
-/* The middle of the plateau where r(s) = k: k * unit, or in TFLite's rounding (R > 31) off by
- * -skew (k > 0, K = 2^(R-1) + 2^30) or +skew (k < 0, K = 2^(R-1) - 2^30), skew = 2^30 / M (the
- * plateau of 0 straddles the change of K and is centred on 0). */
-static double plateau(int64_t k, double unit, double skew) {
-  return (double)k * unit - (k > 0 ? skew : k < 0 ? -skew : 0.0);
+/* The middle of the plateau where r(s) = k, rounded to an integer (ties upward): k * 2^right / M,
+ * or in TFLite's rounding (skewed: R > 31) off by -2^30 / M (k > 0, K = 2^(R-1) + 2^30) or +2^30 / M
+ * (k < 0, K = 2^(R-1) - 2^30; the plateau of 0 straddles the change of K and is centred on 0).
+ * In 64-bit integers, |k| <= 255 and right <= 50: microcontrollers' FPUs have no double precision. */
+static int64_t plateau(int64_t k, int right, int skewed, int32_t multiplier) {
+  const int64_t skew = skewed ? (int64_t)1 << 30 : 0;
+  int64_t n = k * ((int64_t)1 << right) - (k > 0 ? skew : k < 0 ? -skew : 0), m = multiplier; /* |n| < 2^59 */
+  if (m < 0) {
+    n = -n;
+    m = -m;
+  }
+  return floor_div(2 * n + m, 2 * m); /* floor(n / m + 1/2) */
 }
 
 /* b = the output stage of the channels o0 .. o0 + n - 1 (n <= QL) of a table of `channels`, with
@@ -282,7 +298,7 @@ static double plateau(int64_t k, double unit, double skew) {
  * when |M| < 2^R / 2, upward), then checked exactly; any such [L, H] will do. */
 static void block_setup(qblock* b, const uint32_t* bias, const int32_t* channel_params, size_t channels, size_t o0,
                         size_t n, int transposed, const qvanilla_conv_params* p) {
-  const double limit = (double)((int64_t)1 << 24);
+  const int64_t limit = (int64_t)1 << 24;
   const int64_t zp = p->output_zp, amin = p->act_min, amax = p->act_max;
   const int tflite = p->rounding == QVANILLA_ROUNDING_TFLITE;
   int64_t L[QL], H[QL], base[QL];
@@ -292,6 +308,9 @@ static void block_setup(qblock* b, const uint32_t* bias, const int32_t* channel_
     b->bias[lane(j, transposed)] = j < n ? bias[j] : 0;
     b->qc[j] = channel(channel_params, channels, o0 + (j < n ? j : 0), j < n ? bias[j] : 0, p->rounding);
   }
+#ifdef QVANILLA_MCU
+  return; /* requant_columns() takes every block: it needs only qc */
+#endif
   for (size_t j = 0; j < QL; ++j) {
     const size_t l = lane(j, transposed);
     const int32_t multiplier = j < n ? channel_params[channels + o0 + j] : 0;
@@ -301,12 +320,11 @@ static void block_setup(qblock* b, const uint32_t* bias, const int32_t* channel_
     base[l] = clamp64(zp, amin, amax); /* out(0) */
     if (multiplier == 0 || amin == amax) continue; /* out(s) = out(0) for every s */
     if (r > 50 || b->qc[j].left > 0) return;
-    const double unit = (double)((int64_t)1 << r) / multiplier; /* the plateau of r(s) = k is around k * unit */
-    const double skew = tflite && r > 31 ? (double)((int64_t)1 << 30) / multiplier : 0.0;
-    const double ea = plateau(amin - zp, unit, skew), eb = plateau(amax - zp, unit, skew);
+    const int64_t ea = plateau(amin - zp, r, tflite && r > 31, multiplier);
+    const int64_t eb = plateau(amax - zp, r, tflite && r > 31, multiplier);
     if (!(ea > -limit && ea < limit && eb > -limit && eb < limit)) return;
-    L[l] = round_double(ea < eb ? ea : eb);
-    H[l] = round_double(ea < eb ? eb : ea);
+    L[l] = ea < eb ? ea : eb;
+    H[l] = ea < eb ? eb : ea;
     const int64_t rl = rounded(L[l], multiplier, r, tflite), rh = rounded(H[l], multiplier, r, tflite);
     /* exactly: out(s) = out(L) below L, out(H) above H (r is monotonic), no clamping in between */
     if (zp + rl != (multiplier > 0 ? amin : amax) || zp + rh != (multiplier > 0 ? amax : amin)) return;
@@ -397,6 +415,42 @@ static ALWAYS_INLINE void pack_row(const uint32_t* restrict o, int8_t* restrict 
   }
 }
 
+#ifdef QVANILLA_MCU
+/* floor(x / 2^n) for 0 <= n < 32 (see floor_shift()) */
+static int32_t floor_shift32(int32_t x, int n) { return x < 0 ? ~(~x >> n) : x >> n; }
+
+/* out[i * ostride + j] = finish_any(acc[i * stride + lane(j)]) for the nb channels of block b and
+ * i < rows, a channel at a time so that its parameters stay in registers.  For right >= 32 (shift
+ * < 0, as usual) floor(x / 2^right) = floor(floor(x / 2^32) / 2^(right - 32)): the product's high
+ * word shifted, exact, in int32 (|x| < 2^63). */
+static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, size_t rows, const qblock* b, size_t nb,
+                                          int8_t* out, size_t ostride, int transposed, const qvanilla_conv_params* p,
+                                          int tflite) {
+  const int32_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp, zp = p->output_zp;
+  for (size_t j = 0; j < nb; ++j) {
+    const qchan q = b->qc[j];
+    const uint32_t* a = acc + lane(j, transposed);
+    int8_t* o = out + j;
+    if (q.right < 32) {
+      for (size_t i = 0; i < rows; ++i) {
+        o[i * ostride] = tflite ? finish_tflite(a[i * stride], &q, lo, hi, zp) : finish(a[i * stride], &q, lo, hi, zp);
+      }
+      continue;
+    }
+    const int32_t multiplier = (int32_t)q.multiplier; /* an int32 of the table */
+    const int n = q.right - 32;
+    for (size_t i = 0; i < rows; ++i) {
+      const int64_t ab = (int64_t)wrapped((a[i * stride] + q.bias) << q.left) * multiplier;
+      const int64_t x = ab + q.round - (tflite && ab < -((int64_t)1 << 30) ? q.fix : 0);
+      int32_t r = floor_shift32((int32_t)floor_shift(x, 32), n);
+      r = r < lo ? lo : r;
+      r = r > hi ? hi : r;
+      o[i * ostride] = (int8_t)(r + zp);
+    }
+  }
+}
+#endif
+
 /* The output stage of `rows` <= TILE rows of accumulators of n channels, row i at acc + i * stride
  * (in blocks of QL: channel j in blocks[j / QL], at j / QL * QL + lane(j % QL)), into
  * out + i * ostride. */
@@ -406,6 +460,14 @@ static void requant_rows(const uint32_t* acc, size_t stride, size_t rows, const 
   uint32_t o[TILE * QL];
   for (size_t j0 = 0; j0 < n; j0 += QL, ++blocks) {
     const size_t nb = n - j0 < QL ? n - j0 : QL;
+#ifdef QVANILLA_MCU
+    if (p->rounding == QVANILLA_ROUNDING_TFLITE) {
+      requant_columns(acc + j0, stride, rows, blocks, nb, out + j0, ostride, transposed, p, 1);
+    } else {
+      requant_columns(acc + j0, stride, rows, blocks, nb, out + j0, ostride, transposed, p, 0);
+    }
+    continue;
+#endif
     if (blocks->right == 0 && p->rounding == QVANILLA_ROUNDING_TFLITE) {
       for (size_t i = 0; i < rows; ++i) {
         for (size_t j = 0; j < nb; ++j) {
@@ -498,11 +560,45 @@ static int32_t check(const int8_t* input, const void* weights, const int32_t* ch
 /* ---------------------------------------------------------------------------------------------
  * Dense conv */
 
+#ifdef QVANILLA_SMLAD
+static ALWAYS_INLINE int32_t load_pair(const int16_t* p) { /* two int16, as SMLAD reads them */
+  int32_t v;
+  memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+/* out0[0], out0[4], out1[0], out1[4] = x0 . w0, x0 . w1, x1 . w0, x1 . w1 over n (a multiple of 4)
+ * entries.  SMLAD's sums wrap modulo 2^32 (setting the Q flag, which nothing reads), as the
+ * unsigned sums of the plain C path do. */
+static ALWAYS_INLINE void dot2x2(const int16_t* x0, const int16_t* x1, const int16_t* w0, const int16_t* w1,
+                                 size_t n, uint32_t* out0, uint32_t* out1) {
+  int32_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+  for (const int16_t* end = x0 + n; x0 < end; x0 += 4, x1 += 4, w0 += 4, w1 += 4) {
+    int32_t u = load_pair(x0), v = load_pair(x1), p = load_pair(w0), q = load_pair(w1);
+    a0 = __smlad(u, p, a0);
+    a1 = __smlad(u, q, a1);
+    b0 = __smlad(v, p, b0);
+    b1 = __smlad(v, q, b1);
+    u = load_pair(x0 + 2), v = load_pair(x1 + 2), p = load_pair(w0 + 2), q = load_pair(w1 + 2);
+    a0 = __smlad(u, p, a0);
+    a1 = __smlad(u, q, a1);
+    b0 = __smlad(v, p, b0);
+    b1 = __smlad(v, q, b1);
+  }
+  out0[0] = (uint32_t)a0; out0[4] = (uint32_t)a1;
+  out1[0] = (uint32_t)b0; out1[4] = (uint32_t)b1;
+}
+#endif
+
 /* out0[4*j] = sum_k x0[k] * w[j*ws + k] and out1[4*j] likewise for x1, j < 4, k < 8*k8 (the
  * transposed order of accumulator rows, see pack_row): a reduction per sum, which gcc
  * vectorises with pmaddwd (8 multiply-adds per instruction), then adds up each sum's lanes. */
 static ALWAYS_INLINE void dot2x4(const int16_t* restrict x0, const int16_t* restrict x1, const int16_t* restrict w,
                                  size_t ws, size_t k8, uint32_t* restrict out0, uint32_t* restrict out1) {
+#ifdef QVANILLA_SMLAD
+  dot2x2(x0, x1, w, w + ws, k8 * KA, out0, out1);
+  dot2x2(x0, x1, w + 2 * ws, w + 3 * ws, k8 * KA, out0 + 8, out1 + 8);
+#else
   const int16_t* restrict w0 = w;
   const int16_t* restrict w1 = w + ws;
   const int16_t* restrict w2 = w + 2 * ws;
@@ -523,6 +619,7 @@ static ALWAYS_INLINE void dot2x4(const int16_t* restrict x0, const int16_t* rest
   }
   out0[0] = a0; out0[4] = a1; out0[8] = a2; out0[12] = a3;
   out1[0] = b0; out1[4] = b1; out1[8] = b2; out1[12] = b3;
+#endif
 }
 
 /* dot2x4 over the n windows (rows of kp = 8*k8 int16) of a tile, two at a time: the sums of
@@ -539,6 +636,9 @@ static ALWAYS_INLINE void dot_pairs(const int16_t* win, size_t n, size_t kp, siz
  * to 64 channels), so that gcc unrolls it: their sums' horizontal additions are much of the work. */
 NOINLINE static void dot_tile(const int16_t* win, size_t n, size_t kp, const int16_t* w, uint32_t* a, size_t stride,
                               uint32_t* spare) {
+#ifdef QVANILLA_SMLAD
+  dot_pairs(win, n, kp, kp / KA, w, a, stride, spare); /* SMLAD's loop gains little from unrolling */
+#else
   switch (kp / KA) {
     case 1: dot_pairs(win, n, kp, 1, w, a, stride, spare); break;
     case 2: dot_pairs(win, n, kp, 2, w, a, stride, spare); break;
@@ -550,6 +650,7 @@ NOINLINE static void dot_tile(const int16_t* win, size_t n, size_t kp, const int
     case 8: dot_pairs(win, n, kp, 8, w, a, stride, spare); break;
     default: dot_pairs(win, n, kp, kp / KA, w, a, stride, spare); break;
   }
+#endif
 }
 
 /* dst[0..n) = src[0..n) widened (blocks of 16 vectorise). */

@@ -1,0 +1,137 @@
+"""Real networks on emulated Cortex-M boards: ROM, RAM (workspace, stack) and instructions per
+inference of each backend's build beside plain TVM's C build, written into docs/benchmarks.md.
+
+    python benchmarks/board.py                       # every network, mps2-an386 and mps3-an547
+    python benchmarks/board.py --networks kws_dscnn_int8 --boards mps2-an386
+
+Every build uses the same tvmc options (AOT, C interface, CRT, no vectors: TVMC's options for
+microcontrollers) and the same cross-compiler flags (gcc -O2 for the board's core).  Each
+program runs once in QEMU (-icount shift=0) on one random input; its outputs are compared with
+the host build of the same MLF.  The table replaces the part of docs/benchmarks.md between its
+markers (the rest of the page is kept).
+"""
+import argparse
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+from model_zoo import fetch  # noqa: E402
+from tvm_extension.mlf import board as boards  # noqa: E402
+from tvm_extension.mlf import build  # noqa: E402
+
+TVMC = Path(sys.executable).parent / "tvmc"
+EXT = ROOT / "examples" / "ext"
+EMBEDDED = ["--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api", "1",
+            "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
+NETWORKS = {  # name: input shapes, backends beside plain TVM
+    "kws_dscnn_int8": ({"input_1": (1, 50, 10, 1)}, ["qvanilla", "chocolate"]),
+    "kws_on_off_int8": ({"serving_default_input_1:0": (1, 98, 1, 104)}, ["qvanilla", "chocolate"]),
+    "mtcnn_pnet": ({"input_1": (1, 24, 24, 3)}, ["vanilla", "strawberry"]),
+    "mtcnn_onet": ({"input_3": (1, 48, 48, 3)}, ["vanilla"]),
+    "kws_on_off_float32": ({"serving_default_input_1:0": (1, 98, 1, 104)}, ["vanilla"]),
+    "blazeface": ({"input": (1, 128, 128, 3)}, ["vanilla"]),
+}
+TARGETS = {"vanilla": "vanilla_accelerator", "qvanilla": "qvanilla", "strawberry": "strawberry",
+           "chocolate": "chocolate", "plain": "c"}
+SRAM = 256 * 1024
+BEGIN, END = "<!-- board table: benchmarks/board.py writes from here -->", "<!-- end of the board table -->"
+
+
+def compile_mlf(net, backend, out):
+    shapes = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in NETWORKS[net][0].items())
+    extension = [] if backend == "plain" else ["--experimental-tvm-extension", str(EXT)]
+    command = [str(TVMC), "compile", "--target", TARGETS[backend], *extension, *EMBEDDED, "--input-shapes", shapes,
+               str(fetch(net)), "-f", "mlf", "-o", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"error: tvmc failed for {net} {backend}: {done.stderr.strip().splitlines()[-1]}")
+
+
+def measure(archive, board, work):
+    host = build(archive, work / "host")
+    rng = np.random.default_rng(0)
+    inputs = {t.name: rng.integers(-128, 128, t.shape).astype(t.dtype) if t.dtype == "int8"
+              else rng.standard_normal(t.shape).astype(t.dtype) for t in host.inputs}
+    firmware = boards.build(archive, work / board, board)
+    got, _ = firmware.run(inputs)
+    expected, _ = host.run(inputs)
+    same = all(np.array_equal(got[n], expected[n]) for n in expected)
+    worst = max(float(np.max(np.abs(got[n].astype(np.float64) - expected[n]))) for n in expected)
+    return firmware, "equal" if same else f"max diff {worst:.2g}"
+
+
+def kib(n):
+    return f"{n / 1024:.1f}"
+
+
+def row(net, backend, board, firmware, agreement, plain_instructions):
+    m = firmware.memory
+    ratio = f"{plain_instructions / firmware.instructions:.2f}x" if backend != "plain" else "1x"
+    fits = "yes" if m.ram() <= SRAM else "no"
+    return (f"| {net} | {backend} | {board} | {kib(m.rom())} ({kib(m.rom('generated'))} / {kib(m.rom('kernel library'))}"
+            f" / {kib(m.rom('runtime'))}) | {kib(m.workspace)} | {kib(m.stack)} | {kib(m.ram())} | {fits} | "
+            f"{firmware.instructions / 1e6:.2f} | {ratio} | {agreement} |")
+
+
+def environment(command):
+    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                if l.startswith("model name")), platform.processor())
+    qemu = subprocess.run([boards.QEMU, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    gcc = subprocess.run([boards.CC, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    return (f"Measured with `{command}` on {cpu} ({platform.system()} {platform.machine()}); {qemu}; {gcc}, -O2 "
+            f"with the board's -mcpu; tvmc options: `{' '.join(EMBEDDED)}`.")
+
+
+def table(networks, board_names, command):
+    lines = [environment(command), "",
+             "| network | build | board | ROM KiB (generated / kernel library / runtime) | workspace KiB | "
+             "peak stack KiB | RAM KiB | fits 256 KiB | M instructions per inference | fewer than plain TVM | "
+             "outputs vs host |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    with tempfile.TemporaryDirectory(prefix="board-bench-") as tmp:
+        work = Path(tmp)
+        for net in networks:
+            for board in board_names:
+                plain = None
+                for backend in ["plain"] + NETWORKS[net][1]:
+                    archive = work / f"{net}-{backend}.tar"
+                    if not archive.exists():
+                        compile_mlf(net, backend, archive)
+                    firmware, agreement = measure(archive, board, work / f"{net}-{backend}")
+                    plain = plain or firmware.instructions
+                    lines.append(row(net, backend, board, firmware, agreement, plain))
+                    print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=list(NETWORKS))
+    parser.add_argument("--boards", nargs="+", default=["mps2-an386", "mps3-an547"], choices=list(boards.BOARDS))
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    args = parser.parse_args()
+    try:
+        boards.check_tools()
+    except boards.BoardError as err:
+        sys.exit(f"error: {err}")
+    command = "python benchmarks/board.py" + "".join(
+        f" --{k} {' '.join(v)}" for k, v in (("networks", args.networks), ("boards", args.boards))
+        if v != parser.get_default(k))
+    text = table(args.networks, args.boards, command)
+    page = args.output.read_text() if args.output.is_file() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in page:
+        page += f"\n{BEGIN}\n{END}\n"
+    head, rest = page.split(BEGIN, 1)
+    args.output.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1] if END in rest else chr(10)}")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
