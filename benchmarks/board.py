@@ -104,7 +104,12 @@ def table(networks, board_names, command):
                     archive = work / f"{net}-{backend}.tar"
                     if not archive.exists():
                         compile_mlf(net, backend, archive)
-                    firmware, agreement = measure(archive, board, work / f"{net}-{backend}")
+                    try:
+                        firmware, agreement = measure(archive, board, work / f"{net}-{backend}")
+                    except boards.BoardError as err:  # e.g. more RAM than the board has: say so in the table
+                        lines.append(f"| {net} | {backend} | {board} | {err} |" + " |" * 8)
+                        print(lines[-1], flush=True)
+                        continue
                     plain = plain or firmware.instructions
                     lines.append(row(net, backend, board, firmware, agreement, plain))
                     print(lines[-1], flush=True)

@@ -113,9 +113,9 @@ def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
     assert memory.rom() == placed and memory.static_ram() == sections[".data"] + sections[".bss"]
     assert memory.sizes["generated"]["bss"] >= memory.workspace > 0
     assert (memory.sizes["kernel library"]["text"] > 0) == (backend != "plain")
-    # measured by painting: within the 1 MB stack (gcc's -fstack-usage frames count whole local
+    # measured by painting: within the 256 KiB stack (gcc's -fstack-usage frames count whole local
     # arrays, painting only the words a call touched)
-    assert 64 < memory.stack < 1024 * 1024
+    assert 64 < memory.stack < 256 * 1024
     assert (memory.largest_frame > 1024) == (backend != "plain")
     assert firmware.instructions > 10_000
 

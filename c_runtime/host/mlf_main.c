@@ -42,8 +42,12 @@ typedef char outputs_are_pointers[sizeof(OUTPUTS_T) == NUM_OUTPUTS * sizeof(void
 
 static void* read_tensor(const char* path, size_t size) {
   void* data = aligned_alloc(64, (size + 63) / 64 * 64);
+  if (data == NULL) {
+    fprintf(stderr, "error: no memory left for the %lu bytes of %s\n", (unsigned long)size, path);
+    exit(1);
+  }
   FILE* file = fopen(path, "rb");
-  if (data == NULL || file == NULL) {
+  if (file == NULL) {
     fprintf(stderr, "error: cannot read %s\n", path);
     exit(1);
   }
