@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from uma_qvanilla.quantization import channel_params, requantize
+from tvm_extension.kit.quantization import channel_params, requantize
 
 CHOCOLATE = ROOT / "c_runtime" / "chocolate"
 QVANILLA = ROOT / "c_runtime" / "qvanilla"

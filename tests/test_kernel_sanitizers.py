@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from uma_qvanilla import packing, quantization
+from tvm_extension.kit import quantization
+from uma_qvanilla import packing
 
 VANILLA = ROOT / "c_runtime" / "vanilla"
 QVANILLA = ROOT / "c_runtime" / "qvanilla"

@@ -21,7 +21,7 @@ from conftest import (
 )
 from model_zoo import fetch
 from tvm_extension.mlf import build
-from uma_qvanilla import quantization
+from tvm_extension.kit import quantization
 
 
 def compile_and_compare(tmp_path, model, framework_reference, offloads, seed=0, integer_graph=False):

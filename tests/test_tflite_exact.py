@@ -16,7 +16,7 @@ from model_zoo import fetch
 from tvm_extension.mlf import build
 from tvm_extension.tflite_exact.fixed_point import quantize_multiplier
 from tvm_extension.tflite_exact.softmax import exp_on_negative_values, rdbpot, softmax_parameters, srdhm
-from uma_qvanilla.quantization import fixed_point_multiplier
+from tvm_extension.kit.quantization import fixed_point_multiplier
 
 QVANILLA = ["--target", "qvanilla", "--experimental-tvm-extension", VANILLA_EXT]
 CHOCOLATE = ["--target", "chocolate", "--experimental-tvm-extension", VANILLA_EXT]

@@ -4,9 +4,9 @@ from tvm import relay, tir
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
-from tvm_extension.uma.fold import fold_batch_norm_pass
-from tvm_extension.uma.layout import as_kernel_layout, fold_weights_pass, offload_layout_pass
-from tvm_extension.uma.limits import INT32_MAX, c_limits
+from tvm_extension.kit.fold import fold_batch_norm_pass
+from tvm_extension.kit.layout import as_kernel_layout, fold_weights_pass, offload_layout_pass
+from tvm_extension.kit.limits import INT32_MAX, c_limits
 
 from .codegen import KERNEL_DIR, gen_includes
 from .passes import prepare_core_conv, tiling_pass

@@ -1,9 +1,10 @@
 """C code put in front of every function offloaded to Chocolate: its C API's header, and
-QVanilla's, whose requantization the core's output stage uses."""
+QVanilla's, whose requantization the core's output stage uses (QVanilla's folder is found by
+its package's name, without importing QVanilla)."""
 from tvm_extension.api.resources import data_folder
-from uma_qvanilla.codegen import KERNEL_DIR as QVANILLA_DIR
 
 KERNEL_DIR = data_folder(__package__, "c", "c_runtime/chocolate")
+QVANILLA_DIR = data_folder("uma_qvanilla", "c", "c_runtime/qvanilla")
 
 
 def gen_includes() -> str:

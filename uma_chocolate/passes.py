@@ -14,11 +14,10 @@ import numpy as np
 import tvm
 from tvm import relay, tir
 
+from tvm_extension.kit.conv_patterns import split_composite
+from tvm_extension.kit.qconv_patterns import constant_operand, lower_clamps, split_chain
+from tvm_extension.kit.quantization import activation_range, channel_params, fold_bias
 from tvm_extension.uma import offloaded_functions
-from uma_qvanilla.packing import fold_bias
-from uma_qvanilla.patterns import constant_operand, lower_clamps, out_channels, split_chain
-from uma_qvanilla.quantization import activation_range, channel_params
-from uma_vanilla.patterns import split_composite
 
 from . import schedule
 

@@ -1,21 +1,21 @@
 """What Chocolate offloads: dense convs (a depthwise conv is no matrix product), NHWC/HWIO
 (ONNX's NCHW is converted before partitioning).
 
-* int8: QVanilla's quantized conv chains (conv, bias, requantize, clamp), with symmetric
-  weights (the core multiplies raw int8 values);
-* float32: Vanilla's conv patterns (conv, bias, ReLU or clip), without residual or PReLU: the
-  core's output stage adds a bias and clamps.
+* int8: the kit's quantized conv chains (conv, bias, requantize, clamp: ``qconv_patterns``),
+  with symmetric weights (the core multiplies raw int8 values) and any requantize shift;
+* float32: the kit's conv patterns (conv, bias, ReLU or clip: ``conv_patterns``), without
+  residual or PReLU: the core's output stage adds a bias and clamps.
 """
 from typing import Optional
 
 import tvm
 
-from tvm_extension.uma.limits import INT32_MAX, PTRDIFF_MAX, below_one, conv_geometry
-from uma_qvanilla.patterns import conv_problem, qconv2d_pattern, split_chain
-from uma_qvanilla.patterns import is_depthwise as is_quantized_depthwise
-from uma_qvanilla.patterns import why_not_offloaded as qvanilla_problem
-from uma_vanilla.patterns import conv2d_alone_pattern, conv2d_pattern, is_depthwise, split_composite
-from uma_vanilla.patterns import why_not_offloaded as vanilla_problem
+from tvm_extension.kit.conv_patterns import conv2d_alone_pattern, conv2d_pattern, is_depthwise, split_composite
+from tvm_extension.kit.conv_patterns import why_not_offloaded as float_problem
+from tvm_extension.kit.limits import INT32_MAX, PTRDIFF_MAX, below_one, conv_geometry
+from tvm_extension.kit.qconv_patterns import conv_problem, qconv2d_pattern, split_chain
+from tvm_extension.kit.qconv_patterns import is_depthwise as is_quantized_depthwise
+from tvm_extension.kit.qconv_patterns import why_not_offloaded as quantized_problem
 
 __all__ = ["qconv2d_pattern", "conv2d_pattern", "conv2d_alone_pattern", "core_problem", "chain_problem",
            "float_chain_problem"]
@@ -62,13 +62,13 @@ def window_problem(conv) -> Optional[str]:
 
 def chain_problem(root) -> Optional[str]:
     """int8 chains."""
-    return qvanilla_problem(root, shifts=False) or core_problem(split_chain(root)["qnn.conv2d"])  # any shift
+    return quantized_problem(root) or core_problem(split_chain(root)["qnn.conv2d"])  # any shift
 
 
 def float_chain_problem(root) -> Optional[str]:
     """float32 chains."""
     parts = split_composite(root)
-    problem = core_problem(parts.conv) or vanilla_problem(root, NO_KERNEL_LIMIT)
+    problem = core_problem(parts.conv) or float_problem(root, NO_KERNEL_LIMIT)
     if problem:
         return problem
     if parts.conv.attrs.data_layout != "NHWC":

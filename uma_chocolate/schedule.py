@@ -30,8 +30,8 @@ import tvm
 from tvm import te, tir
 from tvm.script import tir as T
 
+from tvm_extension.kit.tiling import positions_read
 from tvm_extension.uma import status_checked
-from uma_strawberry.tiling import positions_read
 
 SCOPES = {"a": "global.chocolate_a", "b": "global.chocolate_b", "acc": "global.chocolate_acc"}
 SUFFIX = {"int8": "_s8", "float32": "_f32"}  # the C entries taking host tensors of that type

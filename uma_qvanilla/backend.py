@@ -3,7 +3,7 @@ from tvm import relay
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
-from tvm_extension.uma.layout import as_kernel_layout, offload_layout_pass
+from tvm_extension.kit.layout import as_kernel_layout, offload_layout_pass
 
 from .codegen import gen_includes
 from .passes import QVanillaConv2DPass, prepare_quantized_conv

@@ -7,12 +7,15 @@ Done once, at compile time, by ``PrepareQuantizedConv``:
   multiple of ``K_ALIGN`` entries, output channels padded with zero rows to a multiple of
   ``OC_BLOCK`` (dense); ``[ky][kx][c]`` rows of all channels (depthwise);
 * the input zero point's contribution is folded into the bias, as TFLite Micro and CMSIS-NN
-  do: ``bias - input_zp * sum(w - weight_zp)``, modulo 2^32 like the engine's adders, so the
+  do: ``bias - input_zp * sum(w - weight_zp)``, modulo 2^32 like the engine's adders
+  (``tvm_extension.kit.quantization.fold_bias``), so the
   engine multiplies the raw input (``input_zp`` in the padding) by the packed weights.
 """
 from typing import Optional, Tuple
 
 import numpy as np
+
+from tvm_extension.kit.quantization import fold_bias
 
 K_ALIGN = 8  # QVANILLA_K_ALIGN
 OC_BLOCK = 4  # QVANILLA_OC_BLOCK
@@ -20,16 +23,6 @@ OC_BLOCK = 4  # QVANILLA_OC_BLOCK
 
 def _round_up(n: int, m: int) -> int:
     return -(-n // m) * m
-
-
-def _wrap_int32(values: np.ndarray) -> np.ndarray:
-    return ((np.asarray(values, np.int64) + 2**31) % 2**32 - 2**31).astype(np.int32)
-
-
-def fold_bias(bias: Optional[np.ndarray], weight_sums: np.ndarray, input_zp: int) -> np.ndarray:
-    """``bias - input_zp * weight_sums`` as int32, wrapped (the engine's 32-bit arithmetic)."""
-    bias = np.zeros(weight_sums.shape, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
-    return _wrap_int32(bias - int(input_zp) * np.asarray(weight_sums, np.int64))
 
 
 def pack_conv(weights: np.ndarray, weight_zp: int, input_zp: int,

@@ -4,20 +4,20 @@
   and clamp of every offloaded chain and turns them into what the packed C entries take: the
   weights packed (``packing``: int16, weight zero point subtracted, in the engine's order),
   the input zero point's contribution folded into the bias, each output channel's multiplier
-  and shift (``quantization``).  It leaves a function TVM can lower cheaply that uses every
-  tensor the kernel needs (input, packed weights, channel table), with the scalars as a
-  function attribute.
+  and shift (``tvm_extension.kit.quantization``).  It leaves a function TVM can lower cheaply
+  that uses every tensor the kernel needs (input, packed weights, channel table), with the
+  scalars as a function attribute.
 * ``QVanillaConv2DPass`` (TIR): replaces that function by one call of the C API.
 """
 import numpy as np
 import tvm
 from tvm import relay, tir
 
+from tvm_extension.kit.qconv_patterns import chain_clamp, constant_operand, is_depthwise, out_channels, split_chain
+from tvm_extension.kit.quantization import chain_channel_params, rounding_code  # qvanilla.h: QVANILLA_ROUNDING_*
 from tvm_extension.uma import offloaded_functions, status_checked
-from tvm_extension.uma.requantize import rounding_code  # the codes are qvanilla.h's QVANILLA_ROUNDING_*
 
-from . import packing, quantization
-from .patterns import chain_clamp, constant_operand, is_depthwise, out_channels, split_chain
+from . import packing
 
 TARGET = "qvanilla"
 ATTR = "QVanilla"  # function attribute holding the kernel's scalar parameters
@@ -40,7 +40,7 @@ def _prepare(func: relay.Function) -> relay.Function:
                                               weight_zp, input_zp, bias)
     else:
         packed, bias = packing.pack_conv(weight, weight_zp, input_zp, bias)
-    params = quantization.chain_channel_params(parts, bias, channels)
+    params = chain_channel_params(parts, bias, channels)
     act_min, act_max = chain_clamp(parts)  # what the pattern checked
     attrs = conv.attrs
     pad_top, pad_left, _, _ = [int(p) for p in attrs.padding]

@@ -3,7 +3,7 @@ from tvm import relay
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
-from tvm_extension.uma.fold import fold_batch_norm_pass, unflatten_prelu_pass
+from tvm_extension.kit.fold import fold_batch_norm_pass, unflatten_prelu_pass
 
 from .codegen import gen_includes
 from .passes import (

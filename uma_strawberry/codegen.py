@@ -3,12 +3,12 @@ header of Vanilla's conv engine, which the hardware model calls.
 
 The absolute paths name the libraries; the framework packages each header's folder once
 into the output (strawberry.c and vanilla_accelerator.c) and rewrites the includes to bare
-file names.
+file names.  Vanilla's folder is found by its package's name, without importing Vanilla.
 """
 from tvm_extension.api.resources import data_folder
-from uma_vanilla.codegen import KERNEL_DIR as VANILLA_DIR
 
 KERNEL_DIR = data_folder(__package__, "c", "c_runtime/strawberry")
+VANILLA_DIR = data_folder("uma_vanilla", "c", "c_runtime/vanilla")  # the conv engine's C library
 
 
 def gen_includes() -> str:

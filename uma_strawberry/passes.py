@@ -6,8 +6,8 @@ from tvm import tir
 
 from tvm_extension.api import stages
 from tvm_extension.uma import lift_constants_pass
-from tvm_extension.uma.layout import fold_weights_pass, pack_weights_pass
-from uma_vanilla.passes import describe_pass
+from tvm_extension.kit.describe import describe_pass
+from tvm_extension.kit.layout import fold_weights_pass, pack_weights_pass
 
 from . import program
 from .tiling import Config, Layer, lower_bound, plan_layer
@@ -18,7 +18,7 @@ log = stages.logger.getChild(TARGET)
 
 
 # Which parameter is what (ifmap, weights, bias, residual, PReLU slope), the window and the
-# clamp, read from Relay as Vanilla's pass does, so the TIR pass needs no block names.
+# clamp, read from Relay (the kit's describe_pass), so the TIR pass needs no block names.
 describe_layer = describe_pass(TARGET, ATTR, "StrawberryDescribeLayer")
 
 

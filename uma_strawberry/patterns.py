@@ -2,19 +2,28 @@
 condition of its own: the layer must fit the scratchpad at some split (``tiling.plan_layer``).
 
 The patterns, the split of a matched expression into conv / bias / residual / activation and
-the engine's own limits are imported from ``uma_vanilla.patterns``.
+the reasons a conv engine refuses a match are the kit's (``tvm_extension.kit.conv_patterns``);
+the engine's own limits are read from Vanilla's C header.
 """
 from typing import Optional
 
-from uma_vanilla.patterns import (  # noqa: F401  (re-exported for the backend)
-    conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, hard_activation_reason, is_depthwise,
-    split_composite, why_not_offloaded as engine_reason,
+from tvm_extension.kit import conv_patterns
+from tvm_extension.kit.conv_patterns import (  # noqa: F401  (the patterns the backend registers)
+    conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, is_depthwise, split_composite,
 )
+from tvm_extension.kit.limits import c_limits
 
+from .codegen import VANILLA_DIR
 from .tiling import Config, Layer, Unfit, plan_layer
 
 # The engine's window buffer (Vanilla's max_kernel_size default): 49 taps in any shape.
 MAX_KERNEL_SIZE = 7
+MAX_TAPS = c_limits(VANILLA_DIR / "vanilla_accelerator.h", "VANILLA_")["MAX_TAPS"]  # its depthwise buffer
+
+
+def hard_activation_reason(clip) -> Optional[str]:
+    """Why a hard-sigmoid / hard-swish clip stays on the CPU (for the offload report), else None."""
+    return conv_patterns.hard_activation_reason(clip, "Vanilla's output stage")
 
 
 def layer_of(root) -> Layer:
@@ -41,7 +50,7 @@ def layer_of(root) -> Layer:
 
 def why_not_offloaded(root, config: Config) -> Optional[str]:
     """None when Strawberry computes this match, else why not (for the offload report)."""
-    reason = engine_reason(root, MAX_KERNEL_SIZE)
+    reason = conv_patterns.why_not_offloaded(root, MAX_KERNEL_SIZE, MAX_TAPS)
     if reason is not None:
         return reason
     try:

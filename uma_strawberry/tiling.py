@@ -21,7 +21,8 @@ import dataclasses
 import functools
 from typing import Dict, Optional, Tuple
 
-from tvm_extension.uma.limits import INT32_MAX, c_limits
+from tvm_extension.kit.limits import INT32_MAX, c_limits
+from tvm_extension.kit.tiling import positions_read
 
 from .codegen import KERNEL_DIR
 
@@ -257,15 +258,6 @@ def plan_layer(layer: Layer, config: Config) -> Plan:
     if best is None:
         raise Unfit(_why_unfit(layer, config))
     return best
-
-
-def positions_read(size: int, out: int, stride: int, window: int, pad: int) -> int:
-    """Input positions along one axis that some window reads (windows may skip positions when the
-    stride exceeds the window)."""
-    covered = set()
-    for o in range(out):
-        covered.update(range(max(o * stride - pad, 0), min(o * stride - pad + window, size)))
-    return len(covered)
 
 
 def lower_bound(layer: Layer) -> int:

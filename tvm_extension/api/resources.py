@@ -1,20 +1,22 @@
 """Data folders (C sources, example extensions) shipped inside Python packages.
 
-An installed wheel holds them inside the package they belong to (read with
-``importlib.resources``; the wheel maps them there from the repository, see pyproject.toml).
-A source checkout keeps them in the repository's own folders (``c_runtime/``, ``examples/``).
+An installed wheel holds them inside the package they belong to (the wheel maps them there
+from the repository, see pyproject.toml).  A source checkout keeps them in the repository's own
+folders (``c_runtime/``, ``examples/``).  The package is found, not imported: a backend names
+another library's folder (the C headers it includes) without running that backend's Python.
 """
-import importlib.resources
 import importlib.util
 from pathlib import Path
 
 
 def data_folder(package: str, name: str, checkout: str) -> Path:
     """``<package>/<name>`` when installed, else ``<checkout>`` relative to the checkout's root."""
-    shipped = importlib.resources.files(package) / name
+    spec = importlib.util.find_spec(package)  # a top-level package is located, not imported
+    if spec is None or not spec.origin:
+        raise FileNotFoundError(f"package {package} is not installed (looking for its data folder '{name}')")
+    shipped = Path(spec.origin).parent / name
     if shipped.is_dir():
-        return Path(str(shipped))
-    spec = importlib.util.find_spec(package)
+        return shipped
     root = Path(spec.origin).resolve().parent.parents[package.count(".")]
     folder = root / checkout
     if not folder.is_dir():

@@ -4,7 +4,6 @@ Knows Relay and TIR, nothing of TVMC's command line.
 """
 from .lower import lift_constants_pass, offloaded_functions, status_checked
 from .register import BackendError, attr_ranges, configure, register_backend, registered_backends, target_attrs
-from .limits import c_limits
 from .codegen import BackendFailure, backend_failure, c_library
 from .report import OffloadReport, offload_report
 from .partition import describe_partition_failure
@@ -17,7 +16,6 @@ __all__ = [
     "configure",
     "target_attrs",
     "attr_ranges",
-    "c_limits",
     "register_backend",
     "registered_backends",
     "c_library",

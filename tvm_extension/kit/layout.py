@@ -26,7 +26,7 @@ import tvm
 from tvm import relay
 from tvm.relay.expr_functor import ExprMutator
 
-from .lower import offloaded_functions
+from tvm_extension.uma import offloaded_functions
 
 _CONVS = ("nn.conv2d", "qnn.conv2d")
 # Per element, whatever the layout: moved past a conversion back to the model's layout.

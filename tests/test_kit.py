@@ -1,0 +1,428 @@
+"""The kit (tvm_extension.kit) on its own, on small Relay graphs: patterns and their reasons, the
+split of a match, the quantization arithmetic against TVM's CPU build and exact references,
+c_limits on a header of its own, the layout and fold passes against the graph they rewrite.
+And the import graph: no backend imports another, the framework imports no backend."""
+import ast
+import subprocess
+import sys
+from fractions import Fraction
+from math import floor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relay
+from tvm.contrib import graph_executor
+
+from conftest import ROOT
+from tvm_extension.kit import conv_patterns, describe, fold, layout, limits, qconv_patterns, quantization, tiling
+
+RNG = np.random.default_rng(7)
+FLT_MAX = conv_patterns.FLT_MAX
+
+
+def typed(expr):
+    """``expr`` type-checked, as the patterns see it (the body of a function of its free variables)."""
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function(relay.analysis.free_vars(expr), expr)))
+    return mod["main"].body
+
+
+def run_cpu(mod, inputs):
+    """The module built by TVM for the host CPU (x86-64; this TVM defaults to RISC-V), run once."""
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm -mtriple=x86_64-linux-gnu")
+    runner = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    runner.set_input(**inputs)
+    runner.run()
+    return runner.get_output(0).numpy()
+
+
+def ops(expr):
+    found = []
+    relay.analysis.post_order_visit(expr, lambda e: found.append(e.op.name) if (
+        isinstance(e, relay.Call) and isinstance(e.op, tvm.ir.Op)) else None)
+    return found
+
+
+# -- float conv patterns -------------------------------------------------------------------------
+def float_conv(shape=(1, 4, 8, 8), oc=4, k=(3, 3), data_layout="NCHW", kernel_layout="OIHW", dtype="float32",
+               groups=1, **attrs):
+    """conv2d of a variable input with constant weights."""
+    channels = shape[data_layout.index("C")]
+    dims = {"O": oc, "I": channels // groups, "H": k[0], "W": k[1]}
+    weight = RNG.standard_normal([dims[a] for a in kernel_layout]).astype(dtype)
+    data = relay.var("data", shape=shape, dtype=dtype)
+    return relay.nn.conv2d(data, relay.const(weight), channels=oc, kernel_size=k, groups=groups,
+                           data_layout=data_layout, kernel_layout=kernel_layout, **attrs)
+
+
+def bias(n, dtype="float32"):
+    return relay.const(RNG.standard_normal(n).astype(dtype))
+
+
+def test_conv_chain_is_matched_and_split():
+    b = bias(4)
+    expr = typed(relay.nn.relu(relay.nn.bias_add(float_conv(padding=(1, 1)), b)))
+    assert conv_patterns.conv2d_pattern().match(expr)
+    parts = conv_patterns.split_composite(expr)
+    assert parts.conv.op.name == "nn.conv2d" and parts.bias.op.name == "nn.bias_add"
+    assert parts.bias_tensor.same_as(expr.args[0].args[1]) and parts.residual is None
+    assert parts.activation.op.name == "nn.relu" and conv_patterns.clamp_bounds(parts.activation) == (0.0, FLT_MAX)
+    assert conv_patterns.why_not_offloaded(expr, 3) is None
+
+
+def test_residual_is_told_from_the_bias_in_either_order():
+    conv = float_conv()
+    residual = relay.var("residual", shape=(1, 4, 6, 6))
+    expr = typed(relay.clip(relay.add(residual, relay.add(conv, relay.const(np.ones((4, 1, 1), "float32")))), 0, 6))
+    assert conv_patterns.conv2d_residual_pattern().match(expr)
+    assert not conv_patterns.conv2d_pattern().match(expr)
+    parts = conv_patterns.split_composite(expr)
+    assert parts.residual.name_hint == "residual" and parts.bias.op.name == "add"
+    assert conv_patterns.clamp_bounds(parts.activation) == (0.0, 6.0)
+    assert conv_patterns.why_not_offloaded(expr, 3) is None
+
+
+@pytest.mark.parametrize("make, max_kernel_size, max_taps, reason", [
+    (lambda: float_conv(dilation=(2, 2)), 3, None, "dilation"),
+    (lambda: float_conv(shape=(2, 4, 8, 8)), 3, None, "batch 2 (needs 1)"),
+    (lambda: float_conv(groups=2), 3, None, "grouped (not depthwise)"),
+    (lambda: float_conv(k=(5, 5)), 3, None, "kernel 5x5 larger than the window buffer (max_kernel_size 3)"),
+    (lambda: float_conv(shape=(1, 8, 8, 4), data_layout="NHWC", kernel_layout="HWOI"), 3, None,
+     "layout NHWC/HWOI (needs NCHW/OIHW or NHWC/HWIO)"),
+    (lambda: float_conv(dtype="float16"), 3, None, "dtype float16 (needs float32)"),
+    (lambda: float_conv(oc=4, groups=4), 3, 4, "depthwise kernel 3x3: 9 taps above the depthwise window buffer's 4"),
+    (lambda: float_conv(oc=4, groups=4), 3, None, None),
+    (lambda: relay.add(float_conv(), relay.const(np.ones((1, 1, 6), "float32"))), 3, None,
+     "bias of shape [1, 1, 6] is not per output channel"),
+    (lambda: relay.clip(relay.nn.bias_add(float_conv(), bias(4)), 2.0, 1.0), 3, None, "clamp [2.0, 1.0] is empty"),
+])
+def test_why_a_float_conv_is_refused(make, max_kernel_size, max_taps, reason):
+    assert conv_patterns.why_not_offloaded(typed(make()), max_kernel_size, max_taps) == reason
+
+
+def test_engine_problem_checks_what_a_kernel_checks():
+    g = dict(oc=4, ic=4, ih=8, iw=8, oh=8, ow=8, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=1, pad_left=1)
+    assert conv_patterns.engine_problem(g, False, 0.0, 6.0) is None
+    assert conv_patterns.engine_problem({**g, "stride_w": 0}, False, 0.0, 6.0) == "stride 1x0 below 1"
+    assert conv_patterns.engine_problem({**g, "pad_left": -1}, False, 0.0, 6.0) == "negative padding top 1, left -1"
+    assert conv_patterns.engine_problem({**g, "oh": 0}, False, 0.0, 6.0).startswith("oh 0: below 1")
+    assert conv_patterns.engine_problem({**g, "ih": 1 << 31}, False, 0.0, 6.0) == "too large for the kernel's int arithmetic"
+
+
+def test_hard_activation_reason_names_the_stage():
+    x = relay.var("x", shape=(1, 4, 8, 8))
+    hard = typed(relay.clip(relay.add(x, relay.const(3.0)), 0.0, 6.0))
+    assert conv_patterns.hard_activation_reason(hard, "Npu's output stage") == (
+        "hard-sigmoid/hard-swish (clip of x + c): not in Npu's output stage")
+    assert conv_patterns.hard_activation_reason(typed(relay.clip(x, 0.0, 6.0))) is None
+
+
+# -- quantized conv chains -----------------------------------------------------------------------
+def qchain(channels=3, oc=4, input_zp=-3, weight_zp=0, out_zp=5, relu_at=None, clip=(-100, 120),
+           data_layout="NHWC", kernel_layout="HWIO", groups=1, dilation=(1, 1), weight=None):
+    """qnn.conv2d -> bias_add -> [maximum] -> qnn.requantize -> [clip], per-channel weight scales."""
+    shape = {"NHWC": (1, 6, 6, channels), "NCHW": (1, channels, 6, 6)}[data_layout]
+    if weight is None:
+        dims = {"H": 3, "W": 3, "I": channels // groups, "O": oc}
+        weight = RNG.integers(-127, 128, [dims[a] for a in kernel_layout]).astype("int8")
+    weight_scales = RNG.uniform(0.002, 0.02, oc).astype("float32")
+    data = relay.var("data", shape=shape, dtype="int8")
+    conv = relay.qnn.op.conv2d(
+        data, relay.const(weight), relay.const(input_zp), relay.const(weight_zp), relay.const(np.float32(0.05)),
+        relay.const(weight_scales), kernel_size=(3, 3), channels=oc, padding=(1, 1, 1, 1), groups=groups,
+        dilation=dilation, data_layout=data_layout, kernel_layout=kernel_layout, out_dtype="int32")
+    chain = relay.nn.bias_add(conv, relay.const(RNG.integers(-500, 500, oc).astype("int32")),
+                              axis=data_layout.index("C"))
+    if relu_at is not None:
+        chain = relay.maximum(chain, relay.const(np.int32(relu_at)))
+    chain = relay.qnn.op.requantize(chain, relay.const(0.05 * weight_scales), relay.const(0), relay.const(np.float32(0.1)),
+                                    relay.const(out_zp), axis=data_layout.index("C"), out_dtype="int8")
+    return typed(relay.clip(chain, *clip) if clip else chain), weight
+
+
+def test_quantized_chain_is_matched_and_split():
+    root, weight = qchain()
+    assert qconv_patterns.qconv2d_pattern().match(root)
+    parts = qconv_patterns.split_chain(root)
+    assert set(parts) == {"clip", "qnn.requantize", "nn.bias_add", "qnn.conv2d"}
+    assert qconv_patterns.constant_operand(parts["nn.bias_add"]).data.numpy().shape == (4,)
+    assert qconv_patterns.out_channels(parts["qnn.conv2d"]) == 4
+    assert qconv_patterns.chain_clamp(parts) == (-100, 120)
+    assert qconv_patterns.why_not_offloaded(root) is None
+
+
+@pytest.mark.parametrize("kwargs, shifts, reason", [
+    (dict(), (0, 0), "outside the kernel's 0..0 (scale ratio)"),
+    (dict(dilation=(2, 2)), None, "dilation"),
+    (dict(data_layout="NCHW", kernel_layout="OIHW"), None, "layout NCHW/OIHW (needs NHWC/HWIO)"),
+    (dict(channels=4, oc=8, groups=4, kernel_layout="HWOI"), None, "depthwise with channel multiplier 2"),
+    (dict(clip=None, out_zp=200), None, "zero points [-3, 0, 200] (input, weights, output) are not int8"),
+])
+def test_why_a_quantized_chain_is_refused(kwargs, shifts, reason):
+    root, _ = qchain(**kwargs)
+    assert reason in (qconv_patterns.why_not_offloaded(root, shifts) or "")
+
+
+def test_depthwise_weights_in_either_layout():
+    for kernel_layout in ("HWOI", "HWIO"):
+        root, _ = qchain(channels=4, oc=4, groups=4, kernel_layout=kernel_layout)
+        assert qconv_patterns.is_depthwise(qconv_patterns.split_chain(root)["qnn.conv2d"])
+        assert qconv_patterns.why_not_offloaded(root) is None
+
+
+@pytest.mark.parametrize("relu_at, clip", [(None, (-100, 120)), (40, None)])
+def test_chain_arithmetic_equals_tvms_cpu_build(relu_at, clip):
+    """The integers a kernel takes (chain_channel_params, fold_bias, chain_clamp / lower_clamps) and
+    requantize_int, applied to a numpy conv, give TVM's own CPU build of the chain bit for bit."""
+    root, weight = qchain(relu_at=relu_at, clip=clip, input_zp=-3)
+    parts = qconv_patterns.split_chain(root)
+    data = RNG.integers(-128, 128, (1, 6, 6, 3)).astype("int8")
+    expected = run_cpu(tvm.IRModule.from_expr(relay.Function(relay.analysis.free_vars(root), root)), {"data": data})
+
+    centred = weight.astype(np.int64)  # weight zero point 0
+    table = quantization.chain_channel_params(parts, None, 4)
+    bias = quantization.fold_bias(qconv_patterns.constant_operand(parts["nn.bias_add"]).data.numpy(),
+                                  centred.sum(axis=(0, 1, 2)), -3)
+    # What a kernel computes: the raw input, padded with input_zp, times the weights, plus the folded
+    # bias (which takes input_zp * sum(w) off).
+    padded = np.pad(data.astype(np.int64), ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-3)
+    acc = sum(padded[0, ky:ky + 6, kx:kx + 6, :] @ centred[ky, kx] for ky in range(3) for kx in range(3)) + bias
+    act_min, act_max = qconv_patterns.chain_clamp(parts)
+    rounding = quantization.rounding_code(parts["qnn.requantize"])
+    got = np.array([[[min(act_max, max(act_min, 5 + quantization.requantize_int(int(acc[y, x, o]), int(table[1, o]),
+                                                                                 int(table[2, o]), rounding)))
+                      for o in range(4)] for x in range(6)] for y in range(6)], np.int8)
+    assert np.array_equal(got, expected[0])
+    if relu_at is not None:
+        assert act_min == qconv_patterns.lower_clamps(parts)[0] > -128
+
+
+# -- quantization arithmetic ---------------------------------------------------------------------
+def upward_reference(acc, multiplier, shift):
+    """round(acc * M * 2^(shift - 31)), ties towards +infinity, exactly; saturated to int32."""
+    value = floor(Fraction(acc * multiplier) * Fraction(2) ** (shift - 31) + Fraction(1, 2))
+    return max(-(1 << 31), min((1 << 31) - 1, value))
+
+
+def tflite_reference(x, multiplier, shift):
+    """gemmlowp's MultiplyByQuantizedMultiplier on numpy int64 arrays (tensorflow/lite common.h)."""
+    x = np.asarray(x, np.int64)
+    left, right = max(shift, 0), max(-shift, 0)
+    a = ((x << left) + 2**31) % 2**32 - 2**31  # x * 2^left in int32
+    b = np.int64(multiplier)
+    overflow = (a == -(1 << 31)) & (b == -(1 << 31))
+    ab = a * b
+    total = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    high = np.where(overflow, (1 << 31) - 1, np.sign(total) * (np.abs(total) >> 31))  # C's division truncates
+    mask = (1 << right) - 1
+    remainder, threshold = high & mask, (mask >> 1) + (high < 0)
+    return (high >> right) + (remainder > threshold)
+
+
+def test_requantize_int_equals_the_exact_references():
+    accs = [0, 1, -1, 7, -7, 12345, -12345, (1 << 31) - 1, -(1 << 31)] + list(RNG.integers(-(1 << 31), 1 << 31, 200))
+    for ratio in [0.5, 0.25, 1.0, 3.0, 1e-4, 0.3333, 1.9999] + list(RNG.uniform(1e-6, 4.0, 20)):
+        multiplier, shift = quantization.fixed_point_multiplier(ratio)
+        assert abs(multiplier * 2.0 ** (shift - 31) - ratio) <= ratio * 2.0 ** -30
+        up = [quantization.requantize_int(int(a), multiplier, shift, quantization.ROUNDING_UPWARD) for a in accs]
+        assert up == [upward_reference(int(a), multiplier, shift) for a in accs]
+        assert up == [quantization.requantize(int(a), multiplier, shift) for a in accs]
+        tfl = [quantization.requantize_int(int(a), multiplier, shift, quantization.ROUNDING_TFLITE) for a in accs]
+        assert tfl == list(tflite_reference(accs, multiplier, shift))
+    # ties (of the final shift): TVM's rounding goes up, TFLite's away from zero
+    quarter = quantization.fixed_point_multiplier(0.25)
+    ties = (2, -2, 6, -6)
+    assert [quantization.requantize_int(a, *quarter, quantization.ROUNDING_UPWARD) for a in ties] == [1, 0, 2, -1]
+    assert [quantization.requantize_int(a, *quarter, quantization.ROUNDING_TFLITE) for a in ties] == [1, -1, 2, -2]
+
+
+def test_fold_bias_wraps_like_32_bit_adders():
+    sums = np.array([10, -20, 1 << 30], np.int64)
+    folded = quantization.fold_bias(np.array([5, 6, -(1 << 31)]), sums, -4)
+    assert folded.dtype == np.int32
+    assert list(folded) == [5 + 40, 6 - 80, -(1 << 31) + 4 * (1 << 30) - (1 << 32)]
+    assert list(quantization.fold_bias(None, sums, 0)) == [0, 0, 0]
+    assert quantization.activation_range() == (-128, 127)
+    assert quantization.activation_range(-1.5, 6.5) == (-1, 6)
+
+
+# -- limits --------------------------------------------------------------------------------------
+def test_c_limits_reads_integer_defines_of_its_prefix(tmp_path):
+    header = tmp_path / "npu.h"
+    header.write_text(
+        "#define NPU_MAX_TAPS 64\n"
+        "#define NPU_SHIFT_MIN -31  /* the lowest */\n"
+        "#  define NPU_MAX_SPAD_BYTES (1 << 20)\n"
+        "#define NPU_BIG (2 * 3 + 1)\n"
+        "#define NPU_NAME \"npu\"\n"
+        "#define NPU_SQUARE(x) ((x) * (x))\n"
+        "#define OTHER_LIMIT 5\n"
+    )
+    assert limits.c_limits(header, "NPU_") == {"MAX_TAPS": 64, "SHIFT_MIN": -31, "MAX_SPAD_BYTES": 1 << 20, "BIG": 7}
+
+
+def test_conv_geometry_of_a_strided_padded_conv():
+    conv = typed(float_conv(shape=(1, 9, 7, 4), oc=5, k=(3, 2), data_layout="NHWC", kernel_layout="HWIO",
+                            strides=(2, 1), padding=(1, 0, 1, 1)))
+    g = limits.conv_geometry(conv)
+    assert g == dict(oc=5, ic=4, ih=9, iw=7, oh=5, ow=7, kh=3, kw=2, stride_h=2, stride_w=1, pad_top=1, pad_left=0)
+    assert limits.below_one(g) == "" and limits.below_one({**g, "ow": 0, "kh": -1}) == "ow 0, kh -1"
+    assert limits.window_extent(g) == max(4 * 2 + 3, 6 * 1 + 2)
+
+
+def test_positions_read_counts_what_windows_cover():
+    for _ in range(200):
+        size, stride, window, pad = (int(v) for v in RNG.integers(1, 12, 4))
+        pad = min(pad, window - 1)
+        out = max(1, (size + 2 * pad - window) // stride + 1)
+        covered = np.zeros(size, bool)
+        for o in range(out):
+            covered[max(o * stride - pad, 0):max(o * stride - pad + window, 0)] = True
+        assert tiling.positions_read(size, out, stride, window, pad) == covered.sum()
+
+
+# -- Relay passes --------------------------------------------------------------------------------
+def nhwc_conv(data, k):
+    weight = relay.const(RNG.standard_normal((k, k, 4, 4)).astype("float32"))
+    return relay.nn.conv2d(data, weight, channels=4, kernel_size=(k, k), padding=(k // 2, k // 2),
+                           data_layout="NHWC", kernel_layout="HWIO")
+
+
+def test_offload_layout_converts_only_accepted_convs_and_keeps_the_result():
+    data = relay.var("data", shape=(1, 6, 6, 4))
+    first = relay.nn.relu(relay.nn.bias_add(nhwc_conv(data, 3), bias(4), axis=3))
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([data], nhwc_conv(first, 1))))
+    inputs = {"data": RNG.standard_normal((1, 6, 6, 4)).astype("float32")}
+    expected = run_cpu(mod, inputs)
+
+    wide = lambda conv: int(conv.attrs.kernel_size[0]) == 3  # only the 3x3 conv
+    converted = layout.offload_layout_pass(wide, "NCHW", "OIHW")(mod)
+    convs = {}
+    relay.analysis.post_order_visit(converted["main"], lambda e: convs.setdefault(str(e.attrs.data_layout), []).append(e)
+                                    if isinstance(e, relay.Call) and getattr(e.op, "name", "") == "nn.conv2d" else None)
+    assert sorted(convs) == ["NCHW", "NHWC"] and str(convs["NCHW"][0].attrs.kernel_layout) == "OIHW"
+    np.testing.assert_allclose(run_cpu(converted, inputs), expected, rtol=1e-5, atol=1e-5)
+    untouched = layout.offload_layout_pass(lambda conv: False, "NCHW", "OIHW")(mod)
+    assert tvm.ir.structural_equal(untouched["main"], mod["main"])
+    probe = layout.as_kernel_layout(convs["NCHW"][0], "NHWC", "HWIO")
+    assert [int(d) for d in probe.checked_type.shape] == [1, 6, 6, 4]
+
+
+def test_fold_weights_makes_cast_weights_constants():
+    weight = RNG.standard_normal((4, 4, 3, 3)).astype("float16")
+    data = relay.var("data", shape=(1, 4, 8, 8))
+    conv = relay.nn.conv2d(data, relay.cast(relay.const(weight), "float32"), channels=4, kernel_size=(3, 3))
+    mod = layout.fold_weights_pass()(tvm.IRModule.from_expr(relay.Function([data], conv)))
+    assert ops(mod["main"]) == ["nn.conv2d"]
+    assert conv_patterns.conv2d_alone_pattern().match(mod["main"].body)
+
+
+def test_batch_norm_folds_into_the_conv():
+    data = relay.var("data", shape=(1, 4, 8, 8))
+    conv = relay.nn.bias_add(relay.nn.conv2d(data, relay.const(RNG.standard_normal((4, 4, 3, 3)).astype("float32")),
+                                             channels=4, kernel_size=(3, 3)), bias(4))
+    gamma, beta, mean = (bias(4) for _ in range(3))
+    var = relay.const(RNG.uniform(0.5, 2.0, 4).astype("float32"))
+    mod = tvm.IRModule.from_expr(relay.Function([data], relay.nn.batch_norm(conv, gamma, beta, mean, var)[0]))
+    folded = fold.fold_batch_norm_pass()(mod)
+    assert "nn.batch_norm" not in ops(folded["main"]) and conv_patterns.conv2d_pattern().match(folded["main"].body)
+    inputs = {"data": RNG.standard_normal((1, 4, 8, 8)).astype("float32")}
+    np.testing.assert_allclose(run_cpu(folded, inputs), run_cpu(mod, inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_flattened_prelu_becomes_one_per_channel_prelu():
+    data = relay.var("data", shape=(1, 5, 5, 3))
+    alpha = relay.const(np.array([0.1, 0.2, 0.3], "float32"))
+    flat = relay.nn.prelu(relay.reshape(data, [-1]), relay.reshape(relay.broadcast_to(alpha, (1, 5, 5, 3)), [-1]), axis=0)
+    mod = tvm.IRModule.from_expr(relay.Function([data], relay.reshape(flat, (1, 5, 5, 3))))
+    unflat = fold.unflatten_prelu_pass()(mod)
+    assert ops(unflat["main"]) == ["nn.prelu"] and int(unflat["main"].body.attrs.axis) == 3
+    inputs = {"data": RNG.standard_normal((1, 5, 5, 3)).astype("float32")}
+    np.testing.assert_array_equal(run_cpu(unflat, inputs), run_cpu(mod, inputs))
+
+
+def offloaded_conv_module(constant_bias=False):
+    """main calling one function offloaded to "npu": relu(bias_add(conv2d NHWC/HWIO)), its tensors parameters."""
+    ifmap, weights = relay.var("ifmap", shape=(1, 6, 6, 3)), relay.var("weights", shape=(3, 3, 3, 4))
+    b = bias(4) if constant_bias else relay.var("bias", shape=(4,))
+    body = relay.nn.relu(relay.nn.bias_add(relay.nn.conv2d(ifmap, weights, channels=4, kernel_size=(3, 3), strides=(2, 1),
+                                                           padding=(1, 0, 1, 0), data_layout="NHWC",
+                                                           kernel_layout="HWIO"), b, axis=3))
+    params = [ifmap, weights] + ([] if constant_bias else [b])
+    func = relay.Function(params, body).with_attr("Compiler", "npu").with_attr("global_symbol", "npu_main_0")
+    mod = relay.transform.InferType()(tvm.IRModule({relay.GlobalVar("npu_main_0"): func}))  # typed before it is called
+    gvar = mod.get_global_var("npu_main_0")
+    data = relay.var("data", shape=(1, 6, 6, 3))
+    weight = RNG.standard_normal((3, 3, 3, 4)).astype("float32")
+    args = [data, relay.const(weight)] + ([] if constant_bias else [bias(4)])
+    mod["main"] = relay.Function([data], relay.Call(gvar, args))
+    return relay.transform.InferType()(mod), gvar, weight
+
+
+def test_describe_pass_records_roles_window_and_clamp():
+    mod, gvar, _ = offloaded_conv_module()
+    described = describe.describe_pass("npu", "NpuLayer", "NpuDescribe")(mod)[gvar].attrs["NpuLayer"]
+    assert {k: int(described[k]) for k in ("ifmap", "weights", "bias", "pad_top", "pad_left", "depthwise")} == dict(
+        ifmap=0, weights=1, bias=2, pad_top=1, pad_left=0, depthwise=0)
+    assert str(described["layout"]) == "nhwc" and [int(s) for s in described["strides"]] == [2, 1]
+    assert (float(described["lo"]), float(described["hi"])) == (0.0, FLT_MAX)
+    assert "slope" not in described and "residual" not in described
+    inner, _, _ = offloaded_conv_module(constant_bias=True)
+    with pytest.raises(Exception, match="npu_main_0: its bias tensor is computed inside the offloaded function"):
+        describe.describe_pass("npu", "NpuLayer", "NpuDescribe")(inner)
+
+
+def test_pack_weights_permutes_the_constant_at_the_call_site():
+    mod, gvar, weight = offloaded_conv_module()
+    packed = layout.pack_weights_pass("npu", "OIHW")(mod)
+    assert [int(d) for d in packed[gvar].params[1].checked_type.shape] == [4, 3, 3, 3]
+    argument = packed["main"].body.args[1]
+    np.testing.assert_array_equal(argument.data.numpy(), np.transpose(weight, (3, 2, 0, 1)))
+
+
+# -- the import graph ----------------------------------------------------------------------------
+BACKENDS = sorted(p.name for p in ROOT.glob("uma_*") if (p / "__init__.py").is_file())
+
+
+def imported(path):
+    """Top-level names of the modules ``path`` imports (absolute imports, at any depth of the file)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_backend_imports_another():
+    assert BACKENDS == ["uma_chocolate", "uma_qvanilla", "uma_strawberry", "uma_vanilla"]
+    crossing = [f"{path.relative_to(ROOT)} imports {name}" for backend in BACKENDS
+                for path in sorted((ROOT / backend).rglob("*.py"))
+                for name in sorted(imported(path)) if name.startswith("uma_") and name != backend]
+    assert crossing == []
+
+
+def test_the_framework_imports_no_backend():
+    files = sorted((ROOT / "tvm_extension").rglob("*.py"))
+    assert ROOT / "tvm_extension" / "kit" / "conv_patterns.py" in files
+    crossing = [f"{path.relative_to(ROOT)} imports {name}" for path in files
+                for name in sorted(imported(path)) if name.startswith("uma_")]
+    assert crossing == []
+
+
+def test_a_backend_finds_another_librarys_folder_without_importing_it():
+    """Strawberry and Chocolate include Vanilla's and QVanilla's headers: found by package name."""
+    script = ("import sys, uma_strawberry, uma_chocolate\n"
+              "from uma_strawberry.codegen import gen_includes as s\n"
+              "from uma_chocolate.codegen import gen_includes as c\n"
+              "print(sorted(m for m in sys.modules if m.startswith(('uma_vanilla', 'uma_qvanilla'))))\n"
+              "print(s() + c())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+    loaded, *includes = done.stdout.splitlines()
+    assert loaded == "[]"
+    headers = [line.split('"')[1] for line in includes if line.startswith("#include")]
+    assert [h.split("/")[-1] for h in headers] == ["strawberry.h", "vanilla_accelerator.h", "chocolate.h", "qvanilla.h"]
+    assert all(Path(h).is_file() for h in headers)
