@@ -9,7 +9,7 @@ import tvm
 from tvm import tir
 
 from uma_chocolate.schedule import ConvLayer, Core, Unfit, gemm_compute, plan_layer, plans, register_intrinsics, \
-    register_memory, schedule
+    schedule
 
 # 5x5x3 input, 3x3 window, 6 channels: a GEMM of 25 x 6 x 27, ragged on every axis for 4x4x4.
 LAYER = ConvLayer(ih=5, iw=5, ic=3, oh=5, ow=5, oc=6, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=1, pad_left=1,
@@ -22,7 +22,6 @@ def core(spad, m=4, n=4, k=4):
 
 
 def lowered(plan, chip):
-    register_memory(plan)
     func = schedule(LAYER, chip, plan, gemm_compute(LAYER, chip, SHAPES), register_intrinsics(chip, plan))
     passes = {"tir.add_lower_pass": [(3, tir.transform.LowerDeviceStorageAccessInfo())]}
     with tvm.transform.PassContext(config=passes):

@@ -135,7 +135,6 @@ def test_partitions():
 
 def _build(layer, plan, cfg):
     """program.build's TIR for ``layer`` in a PrimFunc, compiled to C as the framework does."""
-    program.register_memory(cfg)
     axes = "chw" if layer.layout == "nchw" else "hwc"
     in_shape = {"c": layer.ic, "h": layer.ih, "w": layer.iw}
     out_shape = {"c": layer.oc, "h": layer.oh, "w": layer.ow}

@@ -7,6 +7,7 @@ from tvm.relay.backend.contrib.uma.backend import UMABackend
 from tvm_extension.kit.fold import fold_batch_norm_pass
 from tvm_extension.kit.layout import as_kernel_layout, fold_weights_pass, offload_layout_pass
 from tvm_extension.kit.limits import INT32_MAX, c_limits
+from tvm_extension.uma import config_of
 
 from .codegen import KERNEL_DIR, gen_includes
 from .passes import prepare_core_conv, tiling_pass
@@ -59,7 +60,7 @@ class ChocolateBackend(UMABackend):
         self._register_codegen(fmt="c", includes=gen_includes)
 
     def core(self) -> Core:
-        attrs = getattr(self, "target_attrs", self._target_attrs)
+        attrs = config_of(self)  # this compile's attributes
         values = {}
         for name in ATTRIBUTES:
             try:

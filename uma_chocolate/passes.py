@@ -165,7 +165,6 @@ class ChocolateTilingPass:
         plan = schedule.plan_layer(layer, core, layer.dtype)
         log.info("%s: GEMM %d x %d x %d on %dx%dx%d tiles, %s (lower bound %d bytes)", func.attrs["global_symbol"],
                  *layer.gemm, core.tile_m, core.tile_n, core.tile_k, plan.describe(), layer.lower_bound())
-        schedule.register_memory(plan)
         names = schedule.register_intrinsics(core, plan)
         roles = _roles(func, layer.gemm[2])
         shapes = {role: [int(d) for d in buf.shape] for role, buf in roles}

@@ -11,8 +11,8 @@ The layer is written as a GEMM over its im2col view (TE), then scheduled:
   tiles: the DMA fills A past the image with the input zero point and B past the weights
   with 0, so padding never changes a result) and ``reorder`` them: tiles of C outside, the
   depth loop inside, so each accumulator tile stays in the core while it is summed;
-* ``set_scope`` puts A, B and C in the scratchpad's partitions (memory scopes registered
-  with TVM's memory info), ``compute_at`` places A's and B's tiles under the depth loop, and
+* ``set_scope`` puts A, B and C in the scratchpad's partitions (a memory scope per partition
+  size, registered once with TVM's memory info), ``compute_at`` places A's and B's tiles under the depth loop, and
   ``reverse_compute_at`` the output stage under the C tile;
 * ``decompose_reduction`` splits off the accumulator's zeroing, and ``tensorize`` maps it and
   the tile's multiply-accumulate onto the core's intrinsics (``chocolate_zero``,
@@ -30,10 +30,10 @@ import tvm
 from tvm import te, tir
 from tvm.script import tir as T
 
+from tvm_extension.kit.scopes import scratchpad_scope
 from tvm_extension.kit.tiling import positions_read
 from tvm_extension.uma import status_checked
 
-SCOPES = {"a": "global.chocolate_a", "b": "global.chocolate_b", "acc": "global.chocolate_acc"}
 SUFFIX = {"int8": "_s8", "float32": "_f32"}  # the C entries taking host tensors of that type
 OPERAND_BYTES = {"int8": 1, "float32": 4}
 READ, WRITE = 1, 2
@@ -167,16 +167,11 @@ def plan_layer(layer: "ConvLayer", core: Core, dtype: str = "int8") -> Plan:
     return min(fitting, key=lambda p: (p.dma_in_bytes, sum(p.partitions.values())))
 
 
-def register_memory(plan: Plan):
-    """Each partition's size for TVM's StorageRewrite (global functions: registered again
-    before each function is scheduled)."""
+def scopes(plan: Plan) -> Dict[str, str]:
+    """The memory scope of each partition, by its size (for TVM's StorageRewrite)."""
     unit_bits = {"a": 8 * OPERAND_BYTES[plan.dtype], "b": 8 * OPERAND_BYTES[plan.dtype], "acc": 32}
-    for part, scope in SCOPES.items():
-        def info(bits=8 * plan.partitions[part], unit=unit_bits[part]):
-            return tvm.ir.make_node("MemoryInfo", unit_bits=unit, max_num_bits=bits, max_simd_bits=unit,
-                                    head_address=None)
-
-        tvm.register_func(f"tvm.info.mem.{scope}", info, override=True)
+    return {part: scratchpad_scope(f"chocolate_{part}", plan.partitions[part], unit_bits[part])
+            for part in ("a", "b", "acc")}
 
 
 def _address(plan: Plan, part: str, buffer: tir.Buffer, mask: int) -> tir.PrimExpr:
@@ -187,8 +182,9 @@ def _address(plan: Plan, part: str, buffer: tir.Buffer, mask: int) -> tir.PrimEx
 
 def register_intrinsics(core: Core, plan: Plan) -> Dict[str, str]:
     """The core's two operations as tensor intrinsics for this tile shape and partition layout;
-    returns their names."""
+    returns their names (each registered once)."""
     m, n, k = core.tile_m, core.tile_n, core.tile_k
+    memory = scopes(plan)  # read by the TVMScript functions below
     dtype = plan.dtype
     acc_type = "int32" if dtype == "int8" else "float32"
     zero = tir.const(0, acc_type)
@@ -198,9 +194,9 @@ def register_intrinsics(core: Core, plan: Plan) -> Dict[str, str]:
 
     @T.prim_func
     def matmul_desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (m, k), dtype, offset_factor=1, scope=SCOPES["a"])
-        B = T.match_buffer(b, (k, n), dtype, offset_factor=1, scope=SCOPES["b"])
-        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=SCOPES["acc"])
+        A = T.match_buffer(a, (m, k), dtype, offset_factor=1, scope=memory["a"])
+        B = T.match_buffer(b, (k, n), dtype, offset_factor=1, scope=memory["b"])
+        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=memory["acc"])
         with T.block("root"):
             T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
             T.writes(C[0:m, 0:n])
@@ -211,9 +207,9 @@ def register_intrinsics(core: Core, plan: Plan) -> Dict[str, str]:
 
     @T.prim_func
     def matmul_impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (m, k), dtype, offset_factor=1, scope=SCOPES["a"])
-        B = T.match_buffer(b, (k, n), dtype, offset_factor=1, scope=SCOPES["b"])
-        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=SCOPES["acc"])
+        A = T.match_buffer(a, (m, k), dtype, offset_factor=1, scope=memory["a"])
+        B = T.match_buffer(b, (k, n), dtype, offset_factor=1, scope=memory["b"])
+        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=memory["acc"])
         with T.block("root"):
             T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
             T.writes(C[0:m, 0:n])
@@ -222,7 +218,7 @@ def register_intrinsics(core: Core, plan: Plan) -> Dict[str, str]:
 
     @T.prim_func
     def zero_desc(c: T.handle) -> None:
-        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=SCOPES["acc"])
+        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=memory["acc"])
         with T.block("root"):
             T.reads()
             T.writes(C[0:m, 0:n])
@@ -233,16 +229,17 @@ def register_intrinsics(core: Core, plan: Plan) -> Dict[str, str]:
 
     @T.prim_func
     def zero_impl(c: T.handle) -> None:
-        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=SCOPES["acc"])
+        C = T.match_buffer(c, (m, n), acc_type, offset_factor=1, scope=memory["acc"])
         with T.block("root"):
             T.reads()
             T.writes(C[0:m, 0:n])
             T.evaluate(T.call_extern("int32", "chocolate_zero", _address(plan, "acc", C, WRITE)))
 
-    layout = "_".join(str(plan.bases[p]) for p in ("acc", "a", "b"))
-    names = {"matmul": f"chocolate_matmul_{dtype}_{m}x{n}x{k}_at_{layout}", "zero": f"chocolate_zero_{acc_type}_{m}x{n}"}
-    tir.TensorIntrin.register(names["matmul"], matmul_desc, matmul_impl, override=True)
-    tir.TensorIntrin.register(names["zero"], zero_desc, zero_impl, override=True)
+    sizes = "_".join(str(plan.partitions[p]) for p in ("acc", "a", "b"))  # they place and size the partitions
+    names = {"matmul": f"chocolate_matmul_{dtype}_{m}x{n}x{k}_in_{sizes}", "zero": f"chocolate_zero_{acc_type}_{m}x{n}_in_{sizes}"}
+    for kind, desc, impl in (("matmul", matmul_desc, matmul_impl), ("zero", zero_desc, zero_impl)):
+        if tir.TensorIntrin.get(names[kind], allow_missing=True) is None:
+            tir.TensorIntrin.register(names[kind], desc, impl)
     return names
 
 
@@ -307,7 +304,7 @@ def schedule(layer: ConvLayer, core: Core, plan: Plan, tensors, names) -> tir.Pr
     sch.reorder(*outer, k_tile, m_in, n_in, k_in)
     sch.reverse_compute_at(sch.get_block("output"), outer[1])
     for block, part in (("A", "a"), ("B", "b"), ("C", "acc")):
-        sch.set_scope(sch.get_block(block), 0, SCOPES[part])
+        sch.set_scope(sch.get_block(block), 0, scopes(plan)[part])
     # Where each operand's tiles are loaded: under the depth loop (one tile), under the row or
     # column loop (a panel, reused across the other), or before the loops (all of them).
     at = {"stream": (k_tile, k_tile), "rows": (m_tile, k_tile), "columns": (k_tile, n_tile),

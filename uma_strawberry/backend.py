@@ -4,6 +4,7 @@ from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from tvm_extension.kit.fold import fold_batch_norm_pass, unflatten_prelu_pass
+from tvm_extension.uma import config_of
 
 from .codegen import gen_includes
 from .passes import (
@@ -56,7 +57,7 @@ class StrawberryBackend(UMABackend):
         self._register_codegen(fmt="c", includes=gen_includes)
 
     def config(self) -> Config:
-        return Config.from_attrs(getattr(self, "target_attrs", self._target_attrs))
+        return Config.from_attrs(config_of(self).as_dict())
 
     def _offloadable(self, matched) -> bool:
         return why_not_offloaded(matched, self.config()) is None

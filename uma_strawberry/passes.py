@@ -8,6 +8,7 @@ from tvm_extension.api import stages
 from tvm_extension.uma import lift_constants_pass
 from tvm_extension.kit.describe import describe_pass
 from tvm_extension.kit.layout import fold_weights_pass, pack_weights_pass
+from tvm_extension.uma import config_of
 
 from . import program
 from .tiling import Config, Layer, lower_bound, plan_layer
@@ -27,7 +28,7 @@ def validate_config(backend):
 
     @tvm.transform.module_pass(opt_level=0, name="StrawberryValidateConfig")
     def validate(mod, _ctx):
-        Config.from_attrs(getattr(backend, "target_attrs", backend._target_attrs))
+        Config.from_attrs(config_of(backend).as_dict())
         return mod
 
     return validate
@@ -46,7 +47,6 @@ class StrawberryDMAPass:
             return func
         described = relay_attrs[ATTR]
         config = Config.from_attrs(func.attrs["target_attrs"])
-        program.register_memory(config)
         buffers = [func.buffer_map[p] for p in func.params]
         ifmap, weights, ofmap = buffers[int(described["ifmap"])], buffers[int(described["weights"])], buffers[-1]
         layout = str(described["layout"])

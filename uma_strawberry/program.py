@@ -2,9 +2,9 @@
 
 Built directly as TIR statements from a ``tiling.Plan`` (README.md says why not through
 ``tir.Schedule``).  The scratchpad buffers are ordinary TIR allocations in memory
-scopes of Strawberry's own, one per partition (``global.strawberry_ifmap``, ``..._weights``,
-``..._ofmap``), each registered with TVM's memory-info mechanism (``tvm.info.mem.<scope>``)
-with the partition's size.  TVM itself then
+scopes of Strawberry's own, one per partition and size (``global.strawberry_ifmap_<bytes>``,
+``..._weights_...``, ``..._ofmap_...``), each registered once with TVM's memory-info mechanism
+(``tvm.info.mem.<scope>``, ``tvm_extension.kit.scopes``) with the partition's size.  TVM itself then
 
 * packs the buffers of each partition and checks they fit (StorageRewrite: "Allocation exceed
   bound of memory tag ..." otherwise), and
@@ -19,33 +19,25 @@ from typing import Callable, Dict, Optional
 import tvm
 from tvm import tir
 
+from tvm_extension.kit.scopes import scratchpad_scope
 from tvm_extension.uma import status_checked
 
 from .tiling import WORD, Config, Layer, Plan
 
-SCOPES = {part: f"global.strawberry_{part}" for part in ("ifmap", "weights", "ofmap")}
 READ, WRITE = 1, 2
 NONE = -1  # STRAWBERRY_NONE: no bias / residual / slope
 
 
-def register_memory(config: Config):
-    """The partitions' sizes for TVM's StorageRewrite (memory infos are global functions:
-    registered again, from the current target attributes, before every function is lowered)."""
-    for part, scope in SCOPES.items():
-        size_bits = 8 * getattr(config, f"{part}_bytes")
-
-        def info(size_bits=size_bits):
-            return tvm.ir.make_node("MemoryInfo", unit_bits=32, max_num_bits=size_bits, max_simd_bits=32,
-                                    head_address=None)
-
-        tvm.register_func(f"tvm.info.mem.{scope}", info, override=True)
+def scope(part: str, config: Config) -> str:
+    """The memory scope of a partition of this size (for TVM's StorageRewrite)."""
+    return scratchpad_scope(f"strawberry_{part}", getattr(config, f"{part}_bytes"))
 
 
 class Scratch:
     """One scratchpad buffer of ``words`` float32 in a partition."""
 
     def __init__(self, name: str, part: str, words: int, config: Config):
-        self.var = tir.Var(name, tvm.ir.PointerType(tvm.ir.PrimType("float32"), SCOPES[part]))
+        self.var = tir.Var(name, tvm.ir.PointerType(tvm.ir.PrimType("float32"), scope(part, config)))
         self.words, self.base = words, config.bases[part]
 
     def addr(self, mask: int) -> tir.PrimExpr:

@@ -4,6 +4,7 @@ from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from tvm_extension.kit.fold import fold_batch_norm_pass, unflatten_prelu_pass
+from tvm_extension.uma import config_of
 
 from .codegen import gen_includes
 from .passes import VanillaAcceleratorConv2DPass, describe_output_stage, fold_weights, lift_constants, pack_weights
@@ -51,7 +52,7 @@ class VanillaAcceleratorBackend(UMABackend):
         self._register_codegen(fmt="c", includes=gen_includes)
 
     def _max_kernel_size(self) -> int:
-        return int(getattr(self, "target_attrs", self._target_attrs)["max_kernel_size"])
+        return config_of(self)["max_kernel_size"]  # this compile's attribute
 
     def _offloadable(self, matched) -> bool:
         return why_not_offloaded(matched, self._max_kernel_size()) is None

@@ -96,6 +96,8 @@ def install(tvmc):
     errors.install(frontends, tvmc)  # after onnx_qlinear: its failures are the frontend's too
     tflite_exact.install(frontends, compiler, tvmc.TVMCException)
     dumps.install(compiler)
+    compiler.compile_model = _compile_with_settings(compiler.compile_model, tvmc)
+    tvmc.compile = compiler.compile_model
     main.register_parser(_extend_parsers)
     main._main = _two_phase_main(main._main, builtin, tvmc)
 
@@ -191,15 +193,41 @@ def _drive_compile(original):
         except ValueError as err:
             raise TVMCException(str(err)) from None
         try:  # a bad target attribute fails before the model is loaded
-            registry.check_target_options(args)
+            from tvm.driver.tvmc.target import reconstruct_target_args  # pylint: disable=import-outside-toplevel
+
+            settings = registry.compile_settings(args.target, reconstruct_target_args(args),
+                                                 getattr(args, "tflite_exact", False))
         except uma.BackendError as err:
             raise TVMCException(str(err)) from None
         if applied:
             stages.logger.info("embedded defaults for %s: %s", args.target, ", ".join(applied))
-        with stages.stage("compiling"), tflite_exact.enabled(getattr(args, "tflite_exact", False)):
+        with uma.compiling(settings), stages.stage("compiling"):
             return original(args)
 
     return drive_compile
+
+
+def _compile_with_settings(original, tvmc):
+    """TVMC's ``compile_model`` (the command line's and ``tvmc.compile``'s) runs in one compile's
+    settings: the extension targets' attributes parsed once; ``--tflite-exact`` from the command
+    line's settings, when it set them."""
+    import inspect  # pylint: disable=import-outside-toplevel
+
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def compile_model(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs).arguments
+        outer = uma.current()
+        try:
+            settings = registry.compile_settings(bound.get("target"), bound.get("additional_target_options"),
+                                                 outer is not None and outer.tflite_exact)
+        except uma.BackendError as err:
+            raise tvmc.TVMCException(str(err)) from None
+        with uma.compiling(settings):
+            return original(*args, **kwargs)
+
+    return compile_model
 
 
 def _drive_tune(original):

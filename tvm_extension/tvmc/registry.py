@@ -20,12 +20,12 @@ def _pipeline(backend):
     def partition(mod, params=None, mod_name="default", **options):
         from tvm.driver.tvmc import TVMCException  # pylint: disable=import-outside-toplevel
 
-        try:
-            uma.configure(backend, options)
+        try:  # the compile's settings, with this backend's options (the same, inside tvmc's compile)
+            running = uma.with_target(uma.current(), uma.configure(backend, options))
         except uma.BackendError as err:
             raise TVMCException(str(err)) from None
         try:
-            with stages.stage(f"partitioning for {backend.target_name}"):
+            with uma.compiling(running), stages.stage(f"partitioning for {backend.target_name}"):
                 mod = backend.partition(mod, params, mod_name=mod_name or "default")
         except TVMCException:
             raise
@@ -38,24 +38,23 @@ def _pipeline(backend):
     return partition
 
 
-def check_target_options(args):
-    """``tvmc compile``'s extension target attributes (from ``--target "NAME -ATTR=V"`` and
-    ``--target-NAME-ATTR V``) converted and within their bounds, before the model is loaded:
-    raises BackendError.  ``_pipeline`` configures with the same options later."""
+def compile_settings(text, flags=None, tflite_exact: bool = False) -> "uma.CompileSettings":
+    """The settings of one compile: each extension target's attributes (from ``--target "NAME
+    -ATTR=V"`` and ``--target-NAME-ATTR V``, i.e. tvmc's additional target options ``flags``)
+    parsed and checked once, before the model is loaded (BackendError: one line)."""
     from tvm.driver.tvmc import target  # pylint: disable=import-outside-toplevel
 
-    text = args.target
-    if not isinstance(text, str) or not text.strip() or os.path.isfile(text) or target.is_inline_json(text):
-        return
-    try:
-        parsed = target.parse_target(text)
-    except Exception:  # pylint: disable=broad-except  (a malformed string: TVMC reports it itself)
-        return
-    flags = target.reconstruct_target_args(args)
-    for entry in parsed:
-        backend = uma.registered_backends().get(entry["name"])
-        if backend is not None:
-            uma.target_attrs(backend, {**entry["opts"], **flags.get(entry["name"], {})})
+    options = {}
+    if isinstance(text, str) and text.strip() and not os.path.isfile(text) and not target.is_inline_json(text):
+        try:
+            parsed = target.parse_target(text)
+        except Exception:  # pylint: disable=broad-except  (a malformed string: TVMC reports it itself)
+            parsed = []
+        for entry in parsed:
+            backend = uma.registered_backends().get(entry["name"])
+            if backend is not None:
+                options[backend] = {**entry["opts"], **(flags or {}).get(entry["name"], {})}
+    return uma.settings(options, tflite_exact)
 
 
 def extension_codegens() -> Dict[str, dict]:

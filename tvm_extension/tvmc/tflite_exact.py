@@ -3,9 +3,9 @@ TFLite's reference kernels compute (``tvm_extension.tflite_exact``), with one re
 per operator type made exact and per operator type left as TVM computes it.  Requantizes are
 marked at import and computed after partitioning: backends that compute TFLite's rounding
 (``computes_tflite_rounding``) take theirs, the CPU the rest."""
-import contextlib
 import functools
 
+from tvm_extension import uma
 from tvm_extension.tflite_exact import lower_tflite_rounding, make_exact
 
 FLAG = "--tflite-exact"
@@ -13,16 +13,10 @@ HELP = ("int8 TFLite models: compute exactly what TFLite's reference kernels com
         "requantization, also in backends that declare it; ADD, MUL, MEAN, AVERAGE_POOL_2D, QUANTIZE, SOFTMAX, "
         "LOGISTIC, TANH); operators it cannot make exact are listed")
 
-_enabled = [False]
-
-
-@contextlib.contextmanager
-def enabled(on: bool):
-    _enabled[0] = on
-    try:
-        yield
-    finally:
-        _enabled[0] = False
+def _enabled() -> bool:
+    """Whether the compile in progress asked for it (its settings: ``tvm_extension.uma.config``)."""
+    running = uma.current()
+    return running is not None and running.tflite_exact
 
 
 def _counts(counter) -> str:
@@ -36,7 +30,7 @@ def install(frontends, compiler, exception_type):
 
     @functools.wraps(original_build)
     def build(mod, *args, **kwargs):
-        if _enabled[0]:
+        if _enabled():
             mod, _, without_scales = lower_tflite_rounding(mod)
             if without_scales:
                 print(f"[tflite-exact] not exact: qnn.requantize x{without_scales} (its convolution went to a "
@@ -49,7 +43,7 @@ def install(frontends, compiler, exception_type):
     @functools.wraps(original)
     def load(self, path, shape_dict=None, **kwargs):
         mod, params = original(self, path, shape_dict, **kwargs)
-        if _enabled[0]:
+        if _enabled():
             mod, exact, left = make_exact(mod)
             print(f"[tflite-exact] made exact: {_counts(exact) or 'nothing (no quantized operator found)'}")
             for name, count in sorted(left.items()):
@@ -66,7 +60,7 @@ def install(frontends, compiler, exception_type):
 def _refuse(original, exception_type):
     @functools.wraps(original)
     def load(self, *args, **kwargs):
-        if _enabled[0]:
+        if _enabled():
             raise exception_type(f"{FLAG} applies to TFLite models only (this is a {self.name()} model)")
         return original(self, *args, **kwargs)
 

@@ -20,6 +20,7 @@ from tvm.relay.backend import Executor
 from tvm_extension.api import stages
 
 from . import lower
+from .config import config_of, current
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 _HEADER_SUFFIXES = (".h", ".hpp")
@@ -90,14 +91,9 @@ def _source_flags(backend, source: Union[Path, str]) -> str:
     beside ``NAME.c``, e.g. ``-O3``), then the user's (the backend's ``cflags`` target
     attribute, e.g. ``--target-vanilla_accelerator-cflags=-march=native``)."""
     own = source.with_suffix(".cflags") if isinstance(source, Path) else None
-    attrs = getattr(backend, "target_attrs", None) or backend._target_attrs
+    attrs = config_of(backend).as_dict()
     parts = [own.read_text().strip() if own is not None and own.is_file() else "", str(attrs.get("cflags", "")).strip()]
     return " ".join(p for p in parts if p)
-
-
-# (backend, target attributes, function structure) -> (symbol, C source): offloaded functions
-# of the same shape and attributes print the same C but for their name.
-_SOURCES = {}
 
 
 class BackendFailure(Exception):
@@ -141,13 +137,16 @@ def compile_function(backend, func) -> tvm.runtime.Module:
 
 def _compile_function(backend, func) -> tvm.runtime.Module:
     symbol = str(func.attrs["global_symbol"])
-    attrs = tuple(sorted((getattr(backend, "target_attrs", None) or backend._target_attrs).items()))
-    # Everything but the name: attributes may carry parameters (e.g. quantization).
-    key = (id(backend), attrs, tvm.ir.structural_hash(func.with_attr("global_symbol", "")))
-    if key not in _SOURCES:
+    config = config_of(backend)
+    # Offloaded functions of the same shape and attributes print the same C but for their name
+    # (everything but the name counts: attributes may carry parameters, e.g. quantization).
+    running = current()
+    cache = running.sources if running is not None else {}
+    key = (config, tvm.ir.structural_hash(func.with_attr("global_symbol", "")))
+    if key not in cache:
         with stages.stage(f"generating code for {symbol}", logging.DEBUG):
-            _SOURCES[key] = (symbol, _print_c(backend, func))
-    cached_symbol, source = _SOURCES[key]
+            cache[key] = (symbol, _print_c(backend, func))
+    cached_symbol, source = cache[key]
     source = re.sub(rf"\b{re.escape(cached_symbol)}\b", symbol, source)
     create = tvm.get_global_func("runtime.CSourceModuleCreate")
     return create(source, "c", [symbol], [])

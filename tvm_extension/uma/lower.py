@@ -15,6 +15,8 @@ from tvm import relay, te, tir
 from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.expr_functor import ExprMutator
 
+from .config import config_of
+
 _TIR_PHASE = {
     PassPhase.TIR_PHASE_0: 0,
     PassPhase.TIR_PHASE_1: 1,
@@ -132,7 +134,7 @@ def lower_to_tir(backend, func: relay.Function) -> tvm.IRModule:
     prim_func = te.create_prim_func(list(cached.inputs) + list(cached.outputs))
     prim_func = prim_func.with_attr("global_symbol", symbol)
     prim_func = prim_func.with_attr("relay_attrs", func.attrs)
-    attrs = getattr(backend, "target_attrs", None) or dict(backend._target_attrs)
+    attrs = config_of(backend).as_dict()  # in the IR: a TIR pass reads them from its PrimFunc
     prim_func = prim_func.with_attr("target_attrs", {k: str(v) for k, v in attrs.items()})
     return tvm.IRModule({symbol: prim_func})
 

@@ -56,7 +56,6 @@ def register_backend(backend) -> Any:
     tvm._ffi.register_func(
         f"relay.ext.{name}", lambda func: codegen.compile_function(backend, func), override=True
     )
-    backend.target_attrs = dict(backend._target_attrs)
     _REGISTERED[name] = backend
     return backend
 
@@ -131,8 +130,9 @@ def target_attrs(backend, options: Dict[str, Any]) -> Dict[str, Any]:
     return attrs
 
 
-def configure(backend, options: Dict[str, Any]) -> Dict[str, Any]:
-    """Overlay user options on the backend's attribute defaults; sets ``backend.target_attrs``."""
-    attrs = target_attrs(backend, options)
-    backend.target_attrs = attrs
-    return attrs
+def configure(backend, options: Dict[str, Any]):
+    """The backend's frozen configuration for ``options`` (``config.TargetConfig``); the backend
+    object itself is never changed."""
+    from .config import target_config  # pylint: disable=import-outside-toplevel
+
+    return target_config(backend, options)
