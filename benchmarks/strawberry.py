@@ -1,7 +1,7 @@
 """DMA traffic against its lower bound, per scratchpad size.
 
-    python -m uma_strawberry.benchmark                      # cnn.onnx and the five real float networks
-    python -m uma_strawberry.benchmark model.onnx:input:1,3,32,32 --sizes 8192 65536
+    python benchmarks/strawberry.py                      # cnn.onnx and the five real float networks
+    python benchmarks/strawberry.py model.onnx:input:1,3,32,32 --sizes 8192 65536
 
 For each model and scratchpad size: compiles with TVM's own tvmc (``--target strawberry``),
 builds the MLF with gcc, runs it once with the hardware model's counters on

@@ -1,8 +1,8 @@
 """Chocolate's figures per model and tile size.
 
-    python -m uma_chocolate.benchmark                          # the int8 networks of the tests, cnn.onnx
-    python -m uma_chocolate.benchmark model.tflite --tiles 4x4x4 16x16x16 --plot util.png
-    python -m uma_chocolate.benchmark --scratchpad 2048       # too small to keep panels: tiles reloaded
+    python benchmarks/chocolate.py                          # the int8 networks of the tests, cnn.onnx
+    python benchmarks/chocolate.py model.tflite --tiles 4x4x4 16x16x16 --plot util.png
+    python benchmarks/chocolate.py --scratchpad 2048       # too small to keep panels: tiles reloaded
 
 For each model and core tile: compiles with TVM's own tvmc (``--target chocolate``), builds the
 MLF with gcc, runs it once with the hardware model's counters on (``CHOCOLATE_REPORT``) and
