@@ -105,7 +105,8 @@ def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
             np.testing.assert_array_max_ulp(got[name], expected[name], maxulp=max_ulp)
         else:
             assert np.array_equal(got[name], expected[name]), name
-        assert np.unique(expected[name]).size > 1, f"{name}: a constant output proves little"
+        # a constant output proves little (a one-value output, a score, is what it is)
+        assert expected[name].size == 1 or np.unique(expected[name]).size > 1, name
 
     memory = firmware.memory
     sections = section_totals(firmware.executable)
