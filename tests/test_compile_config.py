@@ -1,5 +1,6 @@
 """One configuration per compile: two models with different target attributes, compiled in one
-process one after the other and in two threads at once, each get their own settings (the C of
+process one after the other and in two threads (whose compiles take turns: TVM's lowering is not
+thread-safe), each get their own settings (the C of
 each uses its own attribute values and equals a compile alone in a fresh process), and the
 backend objects are never changed by a compile."""
 import subprocess
@@ -30,8 +31,14 @@ SCRIPT = textwrap.dedent("""
     ext, model, out, points = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     targets = dict(p.split("=", 1) for p in points)
 
+    failed = []
+
     def compile_one(name, suffix):
-        compile_model(model, targets[name], f"{out}/{name}{suffix}.tar", extensions=[ext])
+        try:
+            compile_model(model, targets[name], f"{out}/{name}{suffix}.tar", extensions=[ext])
+        except BaseException as err:  # a thread's exception would otherwise only be printed
+            failed.append(f"{name}{suffix}: {err!r}")
+            raise
 
     # one after the other, then the first again: it must not have kept the second's settings
     names = list(targets)
@@ -42,6 +49,7 @@ SCRIPT = textwrap.dedent("""
     threads = [threading.Thread(target=compile_one, args=(name, "_thread")) for name in names]
     for t in threads: t.start()
     for t in threads: t.join()
+    assert not failed, failed
     backends = uma.registered_backends()
     assert not any(hasattr(b, "target_attrs") for b in backends.values()), "a compile changed a backend object"
     assert uma.current() is None

@@ -96,6 +96,7 @@ def compile_model(model: Union[str, os.PathLike, "TVMCModel"], target: str, pack
     compile_parser = _parser()
     argv = ["--target", target, "-o", os.fspath(package_path)] + _argv(compile_parser, options)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(uma.COMPILE_LOCK)  # _already_loaded patches tvmc for this compile only
         if isinstance(model, (str, os.PathLike)):
             path = os.fspath(model)
         elif options.get("tflite_exact"):

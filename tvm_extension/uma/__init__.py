@@ -4,7 +4,7 @@ Knows Relay and TIR, nothing of TVMC's command line.
 """
 from .lower import lift_constants_pass, offloaded_functions, status_checked
 from .register import BackendError, attr_ranges, configure, register_backend, registered_backends, target_attrs
-from .config import CompileSettings, TargetConfig, compiling, config_of, current, settings, with_target
+from .config import COMPILE_LOCK, CompileSettings, TargetConfig, compiling, config_of, current, settings, with_target
 from .codegen import BackendFailure, backend_failure, c_library
 from .report import OffloadReport, offload_report
 from .partition import describe_partition_failure
@@ -15,6 +15,7 @@ __all__ = [
     "offloaded_functions",
     "status_checked",
     "configure",
+    "COMPILE_LOCK",
     "CompileSettings",
     "TargetConfig",
     "compiling",

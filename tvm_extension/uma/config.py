@@ -11,6 +11,7 @@ pass can read them from the IR it is given.
 import contextlib
 import contextvars
 import dataclasses
+import threading
 from types import MappingProxyType
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
@@ -66,13 +67,20 @@ def with_target(running: Optional[CompileSettings], config: TargetConfig) -> Com
     return dataclasses.replace(running, targets=MappingProxyType({**running.targets, config.target: config}))
 
 
+# TVM's lowering keeps process-wide state that two compiles at once corrupt (te.tag's scope stack:
+# "nested op_tag is not allowed", seen with two threads): compiles in one process take turns.
+# Each still runs in its own settings; for parallel compiles, use processes.
+COMPILE_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def compiling(compile_settings: CompileSettings) -> Iterator[CompileSettings]:
-    token = _CURRENT.set(compile_settings)
-    try:
-        yield compile_settings
-    finally:
-        _CURRENT.reset(token)
+    with COMPILE_LOCK:
+        token = _CURRENT.set(compile_settings)
+        try:
+            yield compile_settings
+        finally:
+            _CURRENT.reset(token)
 
 
 def current() -> Optional[CompileSettings]:
