@@ -40,6 +40,15 @@ DEFAULT_CASES = [
 ALL_CASES = [(net, backend, board) for net in SHAPES for backend in
              (("qvanilla", "chocolate", "plain") if net in INT8 else ("vanilla", "strawberry", "chocolate", "plain"))
              for board in ("mps2-an386", "mps3-an547")]
+# Real size limits, not bugs: face_landmark's code is larger than the MPS2's 4 MB ROM with Chocolate
+# (only its convs offloaded, the depthwise ones in TVM's C) and with plain TVM; plain TVM's 2.9 MB
+# workspace leaves no heap on the MPS3 for its 442 KB input. They must be refused in one line.
+TOO_BIG = {
+    ("face_landmark", "chocolate", "mps2-an386"): r"^the MLF does not fit the board's ROM: \d+ bytes too many$",
+    ("face_landmark", "plain", "mps2-an386"): r"^the MLF does not fit the board's ROM: \d+ bytes too many$",
+    ("face_landmark", "plain", "mps3-an547"): r"^the model failed on mps3-an547: error: no memory left for the "
+                                              r"442368 bytes of in0.bin$",
+}
 CASES = ALL_CASES if os.environ.get("TVM_EXTENSION_BOARD_NETWORKS") == "all" else DEFAULT_CASES
 # plain TVM's C for microcontrollers: AOT, C interface, no vectors (TVMC's microTVM options)
 PLAIN = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api",
@@ -90,8 +99,12 @@ def section_totals(elf):
 def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
     archive = mlf(net, backend)
     host = build(archive, tmp_path / "host")
-    firmware = boards.build(archive, tmp_path / "board", board)
     inputs = inputs_for(host)
+    if (net, backend, board) in TOO_BIG:
+        with pytest.raises(boards.BoardError, match=TOO_BIG[net, backend, board]):
+            boards.build(archive, tmp_path / "board", board).run(inputs)
+        return
+    firmware = boards.build(archive, tmp_path / "board", board)
     expected, _ = host.run(inputs)
     got, _ = firmware.run(inputs)
     assert list(got) == list(expected)

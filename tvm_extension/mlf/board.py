@@ -159,6 +159,10 @@ def build(mlf, work_dir, board_name: str, cflags: Sequence[str] = ("-O2",), cc: 
 def _compile(cc: str, arguments: List[str]):
     done = subprocess.run([cc, *arguments], capture_output=True, text=True)
     if done.returncode != 0:
+        overflow = re.search(r"region `(\w+)' overflowed by (\d+) bytes", done.stderr)
+        if overflow:  # the linker's own words name its paths twice: say what it means
+            raise BoardError(f"the MLF does not fit the board's {overflow.group(1)}: "
+                             f"{int(overflow.group(2))} bytes too many")
         lines = done.stderr.strip().splitlines()
         causes = [l for l in lines if re.search(r"error|undefined reference|overflowed|will not fit", l)
                   and not l.startswith("collect2")]
