@@ -111,6 +111,84 @@ def test_engine_problem_checks_what_a_kernel_checks():
     assert conv_patterns.engine_problem({**g, "ih": 1 << 31}, False, 0.0, 6.0) == "too large for the kernel's int arithmetic"
 
 
+# The element sizes of the two kinds of kernel: float32 tensors; int8 tensors with int16-packed weights.
+FLOAT32 = dict(element_bytes=4, weight_bytes=4)
+INT8_PACKED = dict(element_bytes=1, weight_bytes=2, weight_slack=1 << 20)
+TOO_LARGE = "too large for the kernel's int arithmetic"
+GEOMETRY = dict(oc=4, ic=4, ih=8, iw=8, oh=8, ow=8, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=1, pad_left=1)
+
+
+@pytest.mark.parametrize("change, reason", [
+    (dict(), None),
+    (dict(ic=0, kw=-1), "ic 0, kw -1: below 1 (the kernel refuses empty tensors)"),
+    (dict(stride_h=0), "stride 0x1 below 1"),
+    (dict(pad_top=-2), "negative padding top -2, left 1"),
+    (dict(iw=1 << 31), TOO_LARGE),  # an argument beyond int32
+    # the windows' reach, (oh - 1) * stride + kh, at INT32_MAX // 2 and one past it
+    (dict(oh=1 << 29, stride_h=2, kh=1), None),
+    (dict(oh=1 << 29, stride_h=2, kh=2), TOO_LARGE),
+    (dict(ow=1 << 29, stride_w=2, kw=2), TOO_LARGE),
+    # checked in the C's order: sizes, strides, pads, the kernel's own checks, sizes beyond its arithmetic
+    (dict(oc=0, stride_w=0, pad_left=-1, ih=1 << 31), "oc 0: below 1 (the kernel refuses empty tensors)"),
+    (dict(stride_w=0, pad_left=-1, ih=1 << 31), "stride 1x0 below 1"),
+    (dict(pad_left=-1, ih=1 << 31), "negative padding top 1, left -1"),
+])
+def test_geometry_problem_says_each_reason_in_order(change, reason):
+    for sizes in (FLOAT32, INT8_PACKED):
+        assert limits.geometry_problem({**GEOMETRY, **change}, depthwise=False, **sizes) == reason
+
+
+def test_geometry_problem_puts_the_kernels_own_check_after_the_pads_and_before_the_sizes():
+    def check(change):
+        return limits.geometry_problem({**GEOMETRY, **change}, depthwise=False, own_problem="own", **FLOAT32)
+
+    assert check({}) == "own"
+    assert check(dict(ih=1 << 31)) == "own"
+    assert check(dict(pad_top=-1)) == "negative padding top -1, left 1"
+
+
+def test_geometry_problem_sizes_float_and_int8_tensors_at_their_limits():
+    def problem(sizes, depthwise=False, **change):
+        return limits.geometry_problem({**GEOMETRY, **change}, depthwise=depthwise, **sizes)
+
+    # an input of 2**61 values is 2**63 bytes of float32 (one past PTRDIFF_MAX), an eighth of it in int8
+    assert problem(FLOAT32, ic=1 << 21, ih=1 << 20, iw=1 << 20) == TOO_LARGE
+    assert problem(FLOAT32, ic=(1 << 21) - 1, ih=1 << 20, iw=1 << 20) is None
+    assert problem(INT8_PACKED, ic=1 << 21, ih=1 << 20, iw=1 << 20) is None
+    assert problem(INT8_PACKED, ic=1 << 21, ih=1 << 21, iw=1 << 21) == TOO_LARGE
+    assert problem(INT8_PACKED, ic=(1 << 21) - 1, ih=1 << 21, iw=1 << 21) is None
+    # the output the same way
+    assert problem(FLOAT32, oc=1 << 21, oh=1 << 20, ow=1 << 5) is None
+    assert problem(FLOAT32, oc=1 << 21, oh=1 << 20, ow=1 << 20) == TOO_LARGE
+    assert problem(INT8_PACKED, oc=1 << 21, oh=1 << 20, ow=1 << 20) is None
+    # 2**62 - 2**19 int16 weights take 2**63 - 2**20 bytes: the packing's slack of 2**20 is one byte too many
+    weights = dict(oc=431 << 19, ic=9719, kh=2099863, kw=1)  # 2**43 - 1 = 431 * 9719 * 2099863
+    assert problem(dict(INT8_PACKED, weight_slack=(1 << 20) - 1), **weights) is None
+    assert problem(INT8_PACKED, **weights) == TOO_LARGE
+    assert problem(INT8_PACKED, depthwise=True, **weights) is None  # a depthwise conv's weights have no ic
+    assert problem(FLOAT32, **weights) == TOO_LARGE
+    assert problem(FLOAT32, depthwise=True, **weights) is None
+
+
+def test_the_patterns_size_float_and_int8_convs_differently():
+    """engine_problem (float32) and qconv_patterns.geometry_problem (int8, a typed qnn.conv2d) at
+    an input of 2**63 - 2**42 values: int8 fits, float32 does not (a quarter of it does); 2**63 values:
+    neither."""
+    g = dict(GEOMETRY, ic=(1 << 21) - 1, ih=1 << 21, iw=1 << 21, oh=1, ow=1)
+    assert conv_patterns.engine_problem(g, False, 0.0, 6.0) == TOO_LARGE
+    assert conv_patterns.engine_problem(dict(g, ic=(1 << 19) - 1), False, 0.0, 6.0) is None
+
+    def qconv(channels):
+        data = relay.var("data", shape=(1, 1 << 21, 1 << 21, channels), dtype="int8")
+        weight = relay.var("weight", shape=(1, 1, channels, channels), dtype="int8")
+        return typed(relay.qnn.op.conv2d(data, weight, relay.const(0), relay.const(0), relay.const(np.float32(0.05)),
+                                         relay.const(np.float32(0.05)), kernel_size=(1, 1), channels=channels,
+                                         data_layout="NHWC", kernel_layout="HWIO", out_dtype="int32"))
+
+    assert qconv_patterns.geometry_problem(qconv((1 << 21) - 1)) is None
+    assert qconv_patterns.geometry_problem(qconv(1 << 21)) == TOO_LARGE
+
+
 def test_hard_activation_reason_names_the_stage():
     x = relay.var("x", shape=(1, 4, 8, 8))
     hard = typed(relay.clip(relay.add(x, relay.const(3.0)), 0.0, 6.0))

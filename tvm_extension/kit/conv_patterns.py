@@ -13,7 +13,7 @@ import tvm
 from tvm import relay
 from tvm.relay.dataflow_pattern import is_constant, is_op, is_var, wildcard
 
-from .limits import INT32_MAX, PTRDIFF_MAX, below_one, conv_geometry, window_extent
+from .limits import conv_geometry, geometry_problem
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -184,22 +184,13 @@ def engine_problem(g: dict, depthwise: bool, lo: float, hi: float, max_taps: Opt
 
     ``g`` is ``conv_geometry``'s; (lo, hi) the output stage's clamp.
     """
-    if below_one(g):
-        return f"{below_one(g)}: below 1 (the kernel refuses empty tensors)"
-    if g["stride_h"] < 1 or g["stride_w"] < 1:
-        return f"stride {g['stride_h']}x{g['stride_w']} below 1"
-    if g["pad_top"] < 0 or g["pad_left"] < 0:
-        return f"negative padding top {g['pad_top']}, left {g['pad_left']}"
-    if not lo <= hi:
-        return f"clamp [{lo}, {hi}] is empty"
     kh, kw = g["kh"], g["kw"]
-    if depthwise and max_taps is not None and kh * kw > max_taps:
-        return f"depthwise kernel {kh}x{kw}: {kh * kw} taps above the depthwise window buffer's {max_taps}"
-    weights = g["oc"] * (1 if depthwise else g["ic"]) * kh * kw
-    tensors = (g["ic"] * g["ih"] * g["iw"], g["oc"] * g["oh"] * g["ow"], weights)
-    if max(g.values()) > INT32_MAX or max(tensors) * 4 > PTRDIFF_MAX or window_extent(g) > INT32_MAX // 2:
-        return "too large for the kernel's int arithmetic"
-    return None
+    own = None
+    if not lo <= hi:
+        own = f"clamp [{lo}, {hi}] is empty"
+    elif depthwise and max_taps is not None and kh * kw > max_taps:
+        own = f"depthwise kernel {kh}x{kw}: {kh * kw} taps above the depthwise window buffer's {max_taps}"
+    return geometry_problem(g, depthwise=depthwise, element_bytes=4, weight_bytes=4, own_problem=own)  # float32
 
 
 def hard_activation_reason(clip, stage: str = "the output stage") -> Optional[str]:

@@ -8,7 +8,7 @@ import ast
 import operator
 import re
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 INT32_MAX = 2**31 - 1  # the C entries take int32_t / int: the largest value any argument can have
 PTRDIFF_MAX = 2**63 - 1  # the largest tensor, in bytes, a 64-bit host's kernel can index
@@ -66,3 +66,27 @@ def window_extent(g: dict) -> int:
     """How far the windows reach, (out - 1) * stride + kernel, the larger of the two axes (the
     kernels refuse more than INT32_MAX // 2, so their index arithmetic fits an int)."""
     return max((g["oh"] - 1) * g["stride_h"] + g["kh"], (g["ow"] - 1) * g["stride_w"] + g["kw"])
+
+
+def geometry_problem(g: dict, *, depthwise: bool, element_bytes: int, weight_bytes: int, weight_slack: int = 0,
+                     own_problem: Optional[str] = None) -> Optional[str]:
+    """Why a conv kernel's check() would refuse the geometry ``g`` (``conv_geometry``'s), else None,
+    in the kernels' order: sizes below 1, strides, negative pads, then ``own_problem`` (the kernel's
+    own checks, which the C makes before the sizes: a clamp, a depthwise window), then sizes beyond
+    its int arithmetic. A tensor's bytes: ``element_bytes`` per input/output value, ``weight_bytes``
+    per weight plus ``weight_slack`` (a packed layout's padding), each at most PTRDIFF_MAX.
+    """
+    if below_one(g):
+        return f"{below_one(g)}: below 1 (the kernel refuses empty tensors)"
+    if g["stride_h"] < 1 or g["stride_w"] < 1:
+        return f"stride {g['stride_h']}x{g['stride_w']} below 1"
+    if g["pad_top"] < 0 or g["pad_left"] < 0:
+        return f"negative padding top {g['pad_top']}, left {g['pad_left']}"
+    if own_problem:
+        return own_problem
+    weights = g["oc"] * (1 if depthwise else g["ic"]) * g["kh"] * g["kw"]
+    tensors = (g["ic"] * g["ih"] * g["iw"] * element_bytes, g["oc"] * g["oh"] * g["ow"] * element_bytes,
+               weights * weight_bytes + weight_slack)
+    if max(g.values()) > INT32_MAX or max(tensors) > PTRDIFF_MAX or window_extent(g) > INT32_MAX // 2:
+        return "too large for the kernel's int arithmetic"
+    return None

@@ -16,7 +16,8 @@ from tvm.relay.dataflow_pattern import is_constant, is_op, wildcard
 
 from tvm_extension.tflite_exact.rewrite import TFLITE
 
-from .limits import INT32_MAX, PTRDIFF_MAX, below_one, conv_geometry, window_extent
+from . import limits
+from .limits import conv_geometry
 from .quantization import activation_range, chain_channel_params, channel_multipliers, requantize_int, rounding_code
 
 INT8 = (-128, 127)
@@ -149,18 +150,9 @@ def chain_clamp(parts):
 def geometry_problem(conv) -> Optional[str]:
     """Why the kernel's check() would refuse this conv's sizes, strides or pads, else None (QVanilla's
     in qvanilla.c: its weights packed as int16, their rows padded)."""
-    g = conv_geometry(conv)
-    if below_one(g):
-        return f"{below_one(g)}: below 1 (the kernel refuses empty tensors)"
-    if g["stride_h"] < 1 or g["stride_w"] < 1:
-        return f"stride {g['stride_h']}x{g['stride_w']} below 1"
-    if g["pad_top"] < 0 or g["pad_left"] < 0:
-        return f"negative padding top {g['pad_top']}, left {g['pad_left']}"
-    weights = g["kh"] * g["kw"] * g["oc"] * (1 if is_depthwise(conv) else g["ic"]) * 2  # packed int16, padded below
-    tensors = (g["ih"] * g["iw"] * g["ic"], g["oh"] * g["ow"] * g["oc"], weights + (1 << 20))
-    if max(g.values()) > INT32_MAX or max(tensors) > PTRDIFF_MAX or window_extent(g) > INT32_MAX // 2:
-        return "too large for the kernel's int arithmetic"
-    return None
+    # int8 input and output; weights packed as int16, (1 << 20) bytes of slack for their rows' padding
+    return limits.geometry_problem(conv_geometry(conv), depthwise=is_depthwise(conv), element_bytes=1, weight_bytes=2,
+                                   weight_slack=1 << 20)
 
 
 def kernel_problem(parts, shifts: Optional[Tuple[int, int]] = None) -> Optional[str]:
