@@ -20,11 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tvm_extension.api.resources import data_folder
 from tvm_extension.mlf import build
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTENSION = data_folder("tvm_extension.scaffold", "examples", "examples/ext")
 BOUND = re.compile(r"chocolate_main_\d+: GEMM .* \(lower bound (\d+) bytes\)")
 ZOO = ["kws_dscnn_int8", "kws_on_off_int8"]
 DEFAULT_TILES = ["4x4x4", "8x8x8", "16x16x16"]
@@ -32,8 +30,7 @@ DEFAULT_TILES = ["4x4x4", "8x8x8", "16x16x16"]
 
 def resolve(spec: str):
     if spec in ZOO:
-        sys.path.insert(0, str(ROOT / "examples"))
-        from model_zoo import fetch  # the checkout's pinned real models
+        from tvm_extension.testing.model_zoo import fetch  # the checkout's pinned real models
 
         return spec, fetch(spec)
     return Path(spec).name, Path(spec)
@@ -45,7 +42,7 @@ def measure(path: Path, tile: str, spad: int, work: Path):
     command = [sys.executable, "-m", "tvm.driver.tvmc", "compile", "--target", "chocolate",
                f"--target-chocolate-tile_m={m}", f"--target-chocolate-tile_n={n}", f"--target-chocolate-tile_k={k}",
                f"--target-chocolate-scratchpad_bytes={spad}",
-               "--experimental-tvm-extension", str(EXTENSION), str(path), "-f", "mlf", "-o", str(out), "-v"]
+               str(path), "-f", "mlf", "-o", str(out), "-v"]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"tvmc failed on {path} with tile {tile}: {done.stderr.strip().splitlines()[-1]}")

@@ -19,11 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tvm_extension.api.resources import data_folder
 from tvm_extension.mlf import build
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTENSION = data_folder("tvm_extension.scaffold", "examples", "examples/ext")  # Vanilla, QVanilla, Strawberry
 PLAN = re.compile(r"DMA (\d+) bytes in (\d+) transfers \(lower bound (\d+) bytes, scratchpad (\d+) bytes in use\)")
 ZOO = {"mtcnn_pnet": "input_1:1,24,24,3", "mtcnn_onet": "input_3:1,48,48,3", "blazeface": "input:1,128,128,3",
        "face_landmark": "input_1:1,192,192,3", "kws_on_off_float32": "serving_default_input_1:0:1,98,1,104"}
@@ -33,8 +31,7 @@ DEFAULT_SIZES = [4096, 8192, 16384, 32768, 65536, 262144, 1 << 20]
 def resolve(spec: str):
     """MODEL[:INPUT:DIMS] or a model-zoo name -> (label, path, tvmc --input-shapes or None)."""
     if spec in ZOO:
-        sys.path.insert(0, str(ROOT / "examples"))
-        from model_zoo import fetch  # the checkout's pinned real models
+        from tvm_extension.testing.model_zoo import fetch  # the checkout's pinned real models
 
         spec = f"{fetch(spec)}:{ZOO[spec]}"
         label = spec.split("/")[-1].split(":")[0]
@@ -50,7 +47,7 @@ def resolve(spec: str):
 def measure(path: Path, shapes, spad: int, work: Path):
     out = work / f"{spad}.tar"
     command = [sys.executable, "-m", "tvm.driver.tvmc", "compile", "--target", "strawberry",
-               f"--target-strawberry-scratchpad_bytes={spad}", "--experimental-tvm-extension", str(EXTENSION),
+               f"--target-strawberry-scratchpad_bytes={spad}",
                str(path), "-f", "mlf", "-o", str(out), "-v"] + (["--input-shapes", shapes] if shapes else [])
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:

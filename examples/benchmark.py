@@ -42,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_references as refs  # noqa: E402
-from model_zoo import ModelFetchError, fetch  # noqa: E402
+from tvm_extension.testing.model_zoo import ModelFetchError, fetch  # noqa: E402
 from tvm_extension.mlf import HostBuildError, build  # noqa: E402
 
 EXT = Path(__file__).resolve().parent / "ext"

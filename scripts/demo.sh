@@ -7,7 +7,7 @@ MODEL="${1:-$ROOT/examples/models/cnn.onnx}"
 OUT="${2:-$ROOT/out}"
 mkdir -p "$OUT"
 set -x
-tvmc compile --target vanilla_accelerator --experimental-tvm-extension "$ROOT/examples/ext" \
+tvmc compile --target vanilla_accelerator --experimental-tvm-extension "$ROOT/uma_vanilla" \
   "$MODEL" -f mlf -o "$OUT/model.tar"
 python "$ROOT/examples/make_input.py" "$MODEL" "$OUT/input.npz"
 python -m tvm_extension.mlf run "$OUT/model.tar" -i "$OUT/input.npz" -o "$OUT/output.npz"

@@ -52,6 +52,15 @@ if stale project "$ROOT/pyproject.toml"; then
   "${PIP[@]}" --no-deps -e "$ROOT"
   done_step project "$ROOT/pyproject.toml"
 fi
+# The four example backends, each a project of its own (uma_*/pyproject.toml), installed
+# together: tvmc finds them with no flag.
+BACKENDS=(uma_vanilla uma_qvanilla uma_strawberry uma_chocolate)
+BACKEND_PROJECTS="$(cd "$ROOT" && cat "${BACKENDS[@]/%//pyproject.toml}")"
+if stale backends <(echo "$BACKEND_PROJECTS"); then
+  step "installing the example backends (editable: ${BACKENDS[*]})"
+  "${PIP[@]}" --no-deps "${BACKENDS[@]/#/-e$ROOT/}"
+  done_step backends <(echo "$BACKEND_PROJECTS")
+fi
 # The tests also run models on emulated Cortex-M boards (tests/test_board.py): the cross
 # compiler, newlib and QEMU come from the system's packages (not for the demo).
 if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system-arm \

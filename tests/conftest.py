@@ -1,61 +1,28 @@
-"""Shared fixtures: running TVM's own tvmc, the example models, references."""
-import os
-import re
-import subprocess
+"""The framework's tests: the checkout's folders, and what every backend's tests use
+(``tvm_extension.testing``)."""
 import sys
-import tarfile
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+from tvm_extension import testing
+from tvm_extension.testing import (assert_close, assert_one_line_error, fetch, mlf_sources, onnx_reference,  # noqa: F401
+                                   onnxruntime_reference, random_inputs, run_tvmc, tflite_reference,
+                                   tvm_cpu_reference)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-VANILLA_EXT = EXAMPLES / "ext"
 MODELS = EXAMPLES / "models"
+# The Vanilla backend's folder: an extension folder (tvm_extension/vanilla) for --experimental-tvm-extension.
+# The four example backends are also installed (scripts/env.sh), so their targets need no flag.
+VANILLA_EXT = ROOT / "uma_vanilla"
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(EXAMPLES))
+VANILLA_KERNELS = r"vanilla_(?:depthwise_)?conv2dn(?:chw|hwc)\w*"
 
 
-def run_tvmc(*args, cwd=None, env=None, module=False):
-    """TVM's own tvmc console script (or ``python -m tvm.driver.tvmc``) in a subprocess."""
-    command = [sys.executable, "-m", "tvm.driver.tvmc"] if module else [str(BIN / "tvmc")]
-    full_env = dict(os.environ)
-    full_env.pop("TVM_EXTENSION_PATH", None)
-    full_env.update(env or {})
-    return subprocess.run(
-        command + [str(a) for a in args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=900
-    )
-
-
-def assert_one_line_error(done, *fragments):
-    """A user error: non-zero exit, one line on stderr naming the problem, no traceback."""
-    assert done.returncode != 0, done.stdout + done.stderr
-    lines = [l for l in done.stderr.splitlines() if l.strip() and not l.startswith("WARNING:")]
-    assert "Traceback" not in done.stderr, done.stderr
-    assert len(lines) == 1, done.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
-
-
-def mlf_sources(archive_path):
-    """{member name: text} of the generated and library C in an MLF."""
-    with tarfile.open(archive_path) as archive:
-        return {
-            m.name: archive.extractfile(m).read().decode()
-            for m in archive.getmembers()
-            if m.isfile() and m.name.startswith("./codegen/host/") and m.name.endswith((".c", ".h"))
-        }
-
-
-def kernel_calls(archive_path, kernel=r"vanilla_(?:depthwise_)?conv2dn(?:chw|hwc)\w*"):
-    """Calls of the kernel's entry points (assigned to a status, or a statement of their own)
-    in the MLF's generated C."""
-    return sum(
-        len(re.findall(rf"(?:= |^\s+){kernel}\(", text, re.MULTILINE))
-        for text in mlf_sources(archive_path).values() if "// offloaded to" in text
-    )
+def kernel_calls(archive_path, kernel=VANILLA_KERNELS):
+    return testing.kernel_calls(archive_path, kernel)
 
 
 @pytest.fixture
@@ -63,59 +30,9 @@ def tvmc():
     return run_tvmc
 
 
-def onnx_reference(model_path, inputs):
-    from onnx.reference import ReferenceEvaluator
-
-    return ReferenceEvaluator(str(model_path)).run(None, inputs)
-
-
-def tvm_cpu_reference(model_path, inputs, integer_graph=False):
-    """TVM's own CPU build (llvm, x86-64, graph executor) of the same model, loaded as tvmc does.
-
-    ``integer_graph``: first turn dequantize/op/quantize (ONNX QDQ) into integer QNN ops with
-    TVM's FakeQuantizationToInteger, the graph an int8 backend offloads.
-    """
-    import tvm
-    from tvm import relay
-    from tvm.contrib import graph_executor
-    from tvm.driver import tvmc
-
-    shapes = {name: list(value.shape) for name, value in inputs.items()}
-    model = tvmc.load(str(model_path), shape_dict=shapes)
-    mod, params = model.mod, model.params
-    if integer_graph:
-        mod = relay.transform.FakeQuantizationToInteger()(relay.transform.InferType()(mod))
-    with tvm.transform.PassContext(opt_level=3):
-        lib = relay.build(mod, target="llvm -mtriple=x86_64-linux-gnu", params=params)
-    runtime = graph_executor.GraphModule(lib["default"](tvm.cpu()))
-    runtime.set_input(**inputs)
-    runtime.run()
-    return [runtime.get_output(i).numpy() for i in range(runtime.get_num_outputs())]
-
-
-def tflite_reference(model_path, inputs):
-    """TFLite's own interpreter (tflite-runtime), outputs in the model's order."""
-    from tflite_runtime.interpreter import Interpreter
-
-    interpreter = Interpreter(model_path=str(model_path))
-    interpreter.allocate_tensors()
-    for detail in interpreter.get_input_details():
-        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
-
-
-def onnxruntime_reference(model_path, inputs):
-    import onnxruntime
-
-    session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
-    return session.run(None, inputs)
-
-
-def assert_close(got, expected, rel=1e-4, what=""):
-    """max |got - expected| <= rel * max(1, max |expected|): float32 noise, scaled to the output."""
-    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
-    assert got.shape == expected.shape, f"{what}: shape {got.shape} vs {expected.shape}"
-    error, scale = float(np.max(np.abs(got - expected))), max(1.0, float(np.max(np.abs(expected))))
-    assert error <= rel * scale, f"{what}: max error {error:.3g} > {rel} x {scale:.3g}"
-    return error
+def without_example_backends(module: str, *args) -> list:
+    """``python -m module args`` in an environment where the four example backends, installed
+    beside the framework (scripts/env.sh), are out of sight: a machine with only the framework."""
+    hide = f"sys.path = [p for p in sys.path if not p.startswith({str(ROOT / 'uma_')!r})]"
+    run = f"sys.argv = {[module, *map(str, args)]!r}; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    return [sys.executable, "-c", f"import runpy, sys; {hide}; {run}"]

@@ -16,7 +16,7 @@ from onnx.reference import ReferenceEvaluator
 
 from conftest import (EXAMPLES, MODELS, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources, run_tvmc,
                       tvm_cpu_reference)
-from model_zoo import fetch
+from tvm_extension.testing.model_zoo import fetch
 from test_setup_scripts import closure, distributions_of, imported_modules
 from test_tflite_exact import random_inputs, reference_kernels
 from test_upstream_backend import BACKEND as TINY_RELU_BACKEND

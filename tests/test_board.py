@@ -6,17 +6,19 @@ The default run takes one int8 and one float network on mps2-an386 (Cortex-M4) a
 mps3-an547 (Cortex-M55), Chocolate and Strawberry on one board each.
 TVM_EXTENSION_BOARD_NETWORKS=all runs every real network of the suite with each backend on both.
 """
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import ROOT, VANILLA_EXT, assert_one_line_error, mlf_sources, run_tvmc
-from model_zoo import fetch
+from tvm_extension.testing.model_zoo import fetch
 from tvm_extension.mlf import board as boards
 from tvm_extension.mlf import build
 
@@ -53,6 +55,10 @@ CASES = ALL_CASES if os.environ.get("TVM_EXTENSION_BOARD_NETWORKS") == "all" els
 # plain TVM's C for microcontrollers: AOT, C interface, no vectors (TVMC's microTVM options)
 PLAIN = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api",
          "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
+# Each example backend's C library folder (uma_<name>/c) and its source
+LIBRARY_FOLDERS = {name: Path(importlib.util.find_spec(f"uma_{name}").origin).parent / "c"
+                   for name in ("vanilla", "qvanilla", "strawberry", "chocolate")}
+QVANILLA_C = LIBRARY_FOLDERS["qvanilla"]
 KERNEL_LIBRARIES = ["vanilla/vanilla_accelerator.c", "qvanilla/qvanilla.c", "strawberry/strawberry.c",
                     "chocolate/chocolate.c"]
 
@@ -197,7 +203,7 @@ def test_qvanilla_kernels_on_board_equal_the_host(tmp_path, board):
     spec, files = boards.BOARDS[board], boards.BOARD_FILES
     driver = tmp_path / "driver.c"
     driver.write_text(KERNEL_DRIVER)
-    library = [f"-I{ROOT / 'c_runtime' / 'qvanilla'}", str(ROOT / "c_runtime" / "qvanilla" / "qvanilla.c")]
+    library = [f"-I{QVANILLA_C}", str(QVANILLA_C / "qvanilla.c")]
     subprocess.run(["gcc", "-O2", "-std=c11", str(driver), *library, "-o", str(tmp_path / "host")], check=True)
     subprocess.run([str(tmp_path / "host"), str(tmp_path / "host.bin")], check=True)
     elf = tmp_path / "driver.elf"
@@ -232,10 +238,11 @@ def test_systick_counts_instructions(tmp_path, board):
 @pytest.mark.parametrize("library", KERNEL_LIBRARIES)
 def test_kernel_libraries_build_for_cortex_m_without_warnings(tmp_path, board, library):
     """Each example backend's C library, as it ships in an MLF, for the board's core."""
-    folders = [f"-I{ROOT / 'c_runtime' / name}" for name in ("vanilla", "qvanilla", "strawberry", "chocolate")]
+    folders = [f"-I{folder}" for folder in LIBRARY_FOLDERS.values()]
+    backend, source = library.split("/")
     obj = tmp_path / "lib.o"
     done = subprocess.run([boards.CC, *boards.BOARDS[board].cpu_flags, "-mthumb", "-O2", "-std=c11", "-Wall",
-                           "-Wextra", "-Werror", *folders, "-c", str(ROOT / "c_runtime" / library), "-o", str(obj)],
+                           "-Wextra", "-Werror", *folders, "-c", str(LIBRARY_FOLDERS[backend] / source), "-o", str(obj)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     if library.startswith(("vanilla", "qvanilla")):  # kernels: no allocator, no stdio

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import MODELS, assert_one_line_error, kernel_calls, onnx_reference, run_tvmc
-from make_input import random_inputs
+from tvm_extension.testing import random_inputs
 from tvm_extension import api
 from tvm_extension.mlf import build
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, VANILLA_EXT
+from conftest import ROOT, VANILLA_EXT, without_example_backends
 from tvm_extension import api
 
 EXTENSION_SOURCE = """
@@ -104,6 +104,8 @@ def test_framework_modules_are_never_candidates():
     (``tvm_extension.tflite_exact`` was, when the reserved names were a hand list)."""
     script = (
         "import sys\n"
+        # the example backends installed beside the framework (scripts/env.sh) out of sight
+        f"sys.path = [p for p in sys.path if not p.startswith({str(ROOT / 'uma_')!r})]\n"
         "from tvm_extension import api\n"
         "before = set(sys.modules)\n"
         "found = api.discover([], environ={}, entry_points=False)\n"
@@ -118,7 +120,7 @@ def test_framework_modules_are_never_candidates():
 
 def test_list_with_nothing_found_says_where_it_looked(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", *api.discovery.ENV_VARS)}
-    done = subprocess.run([sys.executable, "-m", "tvm_extension", "list"], env=env, cwd=tmp_path,
+    done = subprocess.run(without_example_backends("tvm_extension", "list"), env=env, cwd=tmp_path,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -139,13 +141,16 @@ def test_uma_backends_returning_no_list_is_a_failure(tmp_path):
 
 
 def test_example_extensions():
-    found = api.discover([str(VANILLA_EXT)], environ={}, python_path=False, entry_points=False)
-    targets = {e.name: [b.target_name for b in e.backends()] for e in found}
+    """Each example backend's folder is an extension folder holding that backend alone."""
+    targets = {}
+    for folder in sorted(ROOT.glob("uma_*/tvm_extension")):
+        found = api.discover([str(folder.parent)], environ={}, python_path=False, entry_points=False)
+        targets[folder.parent.name] = {e.name: [b.target_name for b in e.backends()] for e in found}
     assert targets == {
-        "tvm_extension.chocolate:ChocolateExtension": ["chocolate"],
-        "tvm_extension.qvanilla:QVanillaExtension": ["qvanilla"],
-        "tvm_extension.strawberry:StrawberryExtension": ["strawberry"],
-        "tvm_extension.vanilla:VanillaExtension": ["vanilla_accelerator"],
+        "uma_chocolate": {"tvm_extension.chocolate:ChocolateExtension": ["chocolate"]},
+        "uma_qvanilla": {"tvm_extension.qvanilla:QVanillaExtension": ["qvanilla"]},
+        "uma_strawberry": {"tvm_extension.strawberry:StrawberryExtension": ["strawberry"]},
+        "uma_vanilla": {"tvm_extension.vanilla:VanillaExtension": ["vanilla_accelerator"]},
     }
 
 

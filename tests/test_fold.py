@@ -4,7 +4,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from conftest import VANILLA_EXT, assert_close, kernel_calls, onnxruntime_reference, run_tvmc, tvm_cpu_reference
-from make_models import float_model
+from tvm_extension.testing.models import float_model
 from tvm_extension.mlf import build
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from conftest import MODELS, ROOT, onnx_reference
-from make_input import random_inputs
+from tvm_extension.testing import random_inputs
 
 
 def run(*command, cwd=None):

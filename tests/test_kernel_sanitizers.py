@@ -16,12 +16,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import ROOT
 from tvm_extension.kit import quantization
 from uma_qvanilla import packing
+from uma_qvanilla.codegen import KERNEL_DIR as QVANILLA
+from uma_vanilla.codegen import KERNEL_DIR as VANILLA
 
-VANILLA = ROOT / "c_runtime" / "vanilla"
-QVANILLA = ROOT / "c_runtime" / "qvanilla"
 SOURCES = [VANILLA / "vanilla_accelerator.c", QVANILLA / "qvanilla.c"]
 
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]

@@ -461,7 +461,7 @@ def test_pack_weights_permutes_the_constant_at_the_call_site():
 
 
 # -- the import graph ----------------------------------------------------------------------------
-BACKENDS = sorted(p.name for p in ROOT.glob("uma_*") if (p / "__init__.py").is_file())
+BACKENDS = sorted(p.name for p in ROOT.glob("uma_*") if (p / p.name / "__init__.py").is_file())  # project/package
 
 
 def imported(path):

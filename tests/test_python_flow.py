@@ -6,7 +6,7 @@ import textwrap
 import numpy as np
 
 from conftest import MODELS, VANILLA_EXT, assert_close, kernel_calls, run_tvmc, tflite_reference
-from model_zoo import fetch
+from tvm_extension.testing.model_zoo import fetch
 
 FLOW = textwrap.dedent("""
     import sys

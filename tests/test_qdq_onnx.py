@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import VANILLA_EXT, run_tvmc
-from model_zoo import fetch
+from tvm_extension.testing.model_zoo import fetch
 from tvm_extension.mlf import build
 
 TARGETS = ["qvanilla", "chocolate"]

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from conftest import MODELS, ROOT
-from make_input import random_inputs
-from model_zoo import fetch
+from tvm_extension.testing import random_inputs
+from tvm_extension.testing.model_zoo import fetch
 
 RUN, SHOWN = ("sh", "python"), ("text", "c", "toml")
 CHEAPER = {

@@ -10,7 +10,7 @@ from conftest import (
     VANILLA_EXT, assert_close, kernel_calls, mlf_sources, onnxruntime_reference, run_tvmc, tflite_reference,
     tvm_cpu_reference,
 )
-from model_zoo import fetch
+from tvm_extension.testing.model_zoo import fetch
 from tvm_extension.mlf import build
 
 pytestmark = pytest.mark.real_model

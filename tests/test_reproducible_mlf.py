@@ -8,7 +8,7 @@ import tarfile
 import pytest
 
 from conftest import MODELS, VANILLA_EXT, assert_one_line_error, run_tvmc
-from model_zoo import fetch
+from tvm_extension.testing.model_zoo import fetch
 from tvm_extension.mlf import reproducible
 
 PNET = ("mtcnn_pnet", "--input-shapes", "input_1:[1,24,24,3]")  # float

@@ -20,9 +20,10 @@ from conftest import EXAMPLES, ROOT
 
 # What scripts/demo.sh runs: tvmc with the example extensions, make_input.py, tvm_extension.mlf,
 # check_output.py.  The benchmarks (benchmarks/, the [bench] extra) are not part of it.
-DEMO_FILES = [EXAMPLES / "make_input.py", EXAMPLES / "check_output.py", *(EXAMPLES / "ext").rglob("*.py"),
+DEMO_FILES = [EXAMPLES / "make_input.py", EXAMPLES / "check_output.py",
               *[p for package in ("tvm_extension", "uma_vanilla", "uma_qvanilla", "uma_strawberry", "uma_chocolate")
-                for p in (ROOT / package).rglob("*.py")]]
+                for p in (ROOT / package).rglob("*.py") if "tests" not in p.relative_to(ROOT).parts
+                and "testing" not in p.relative_to(ROOT).parts]]
 OWN_MODULES = {"tvm_extension", "uma_vanilla", "uma_qvanilla", "uma_strawberry", "uma_chocolate"}
 
 

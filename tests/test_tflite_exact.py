@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import MODELS, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources, run_tvmc
-from model_zoo import fetch
+from tvm_extension.testing.model_zoo import fetch
 from tvm_extension.mlf import build
 from tvm_extension.tflite_exact.fixed_point import quantize_multiplier
 from tvm_extension.tflite_exact.softmax import exp_on_negative_values, rdbpot, softmax_parameters, srdhm

@@ -1,9 +1,10 @@
 """TVM's own tvmc with extensions: options, help, attributes and one-line errors."""
+import subprocess
 import textwrap
 
 import pytest
 
-from conftest import MODELS, VANILLA_EXT, assert_one_line_error, kernel_calls, run_tvmc
+from conftest import MODELS, VANILLA_EXT, assert_one_line_error, kernel_calls, run_tvmc, without_example_backends
 
 EXT = ["--experimental-tvm-extension", VANILLA_EXT]
 CNN = MODELS / "cnn.onnx"
@@ -19,7 +20,8 @@ def test_help_lists_flag_and_target_attributes(module):
 
 
 def test_without_extension_target_is_unknown(tmp_path):
-    done = run_tvmc("compile", "--target", "vanilla_accelerator", CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
+    done = subprocess.run(without_example_backends("tvm.driver.tvmc", "compile", "--target", "vanilla_accelerator", CNN,
+                                                   "-f", "mlf", "-o", tmp_path / "o.tar"), capture_output=True, text=True)
     assert_one_line_error(done, "unknown target 'vanilla_accelerator'", "--experimental-tvm-extension")
     assert not (tmp_path / "o.tar").exists()
 
@@ -146,7 +148,7 @@ def test_config_file_gets_the_embedded_defaults(tmp_path):
 
     import numpy as np
 
-    from make_input import random_inputs
+    from tvm_extension.testing import random_inputs
     from tvm_extension.mlf import build
 
     config = tmp_path / "vanilla.json"

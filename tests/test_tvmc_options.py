@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 
 from conftest import MODELS, VANILLA_EXT, assert_close, assert_one_line_error, kernel_calls, onnx_reference, run_tvmc
-from model_zoo import fetch
+from tvm_extension.testing.model_zoo import fetch
 
 EXT = ["--experimental-tvm-extension", VANILLA_EXT]
 CNN = MODELS / "cnn.onnx"

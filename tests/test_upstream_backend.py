@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 
 from conftest import MODELS, mlf_sources, onnx_reference, run_tvmc
-from make_input import random_inputs
+from tvm_extension.testing import random_inputs
 from tvm_extension.mlf import build
 
 BACKEND = '''

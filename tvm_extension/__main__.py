@@ -2,7 +2,7 @@
 
     python -m tvm_extension list [--experimental-tvm-extension PATH ...]   # alias: --uma-backends PATH
     python -m tvm_extension new NAME [--directory DIR] [--int8]
-    python -m tvm_extension examples      # the folder of the example extensions (Vanilla, QVanilla)
+    python -m tvm_extension examples      # the folder holding the example backends (uma_vanilla, ...)
     python -m tvm_extension --version     # this project's version and TVM's
 """
 import argparse
@@ -49,14 +49,14 @@ def main(argv=None) -> int:
     new.add_argument("--directory", default=".", help="where to create the NAME folder (default: here)")
     new.add_argument("--int8", action="store_true",
                      help="an int8 backend (TFLite's quantized convs, both roundings) instead of the float32 one")
-    sub.add_parser("examples", help="print the folder of the example extensions, for --experimental-tvm-extension")
+    sub.add_parser("examples", help="print the folder holding the example backends (uma_vanilla...), each an extension folder")
     args = parser.parse_args(argv)
     if args.command == "list":
         return list_extensions(args.paths)
     if args.command == "examples":
         from tvm_extension.api.resources import data_folder  # pylint: disable=import-outside-toplevel
 
-        print(data_folder("tvm_extension.scaffold", "examples", "examples/ext"))
+        print(data_folder("tvm_extension.scaffold", "examples", "."))
         return 0
     from tvm_extension.scaffold import ScaffoldError, create, next_steps  # pylint: disable=import-outside-toplevel
 

@@ -7,10 +7,12 @@ another library's folder (the C headers it includes) without running that backen
 """
 import importlib.util
 from pathlib import Path
+from typing import Optional
 
 
-def data_folder(package: str, name: str, checkout: str) -> Path:
-    """``<package>/<name>`` when installed, else ``<checkout>`` relative to the checkout's root."""
+def data_folder(package: str, name: str, checkout: Optional[str] = None) -> Path:
+    """``<package>/<name>`` (a backend's C library: always there), else ``<checkout>`` relative to
+    the checkout's root (the framework's C runtime, mapped into the package only in the wheel)."""
     spec = importlib.util.find_spec(package)  # a top-level package is located, not imported
     if spec is None or not spec.origin:
         raise FileNotFoundError(f"package {package} is not installed (looking for its data folder '{name}')")
@@ -18,7 +20,7 @@ def data_folder(package: str, name: str, checkout: str) -> Path:
     if shipped.is_dir():
         return shipped
     root = Path(spec.origin).resolve().parent.parents[package.count(".")]
-    folder = root / checkout
+    folder = shipped if checkout is None else root / checkout
     if not folder.is_dir():
         raise FileNotFoundError(f"{package} is installed without its data folder '{name}' ({folder} is missing)")
     return folder

@@ -17,10 +17,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import ROOT
 
-STRAWBERRY = ROOT / "c_runtime" / "strawberry"
-VANILLA = ROOT / "c_runtime" / "vanilla"
+
+from uma_strawberry.codegen import KERNEL_DIR as STRAWBERRY, VANILLA_DIR as VANILLA
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1",
                  "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}

@@ -20,11 +20,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import ROOT
+
 from tvm_extension.kit.quantization import channel_params, requantize
 
-CHOCOLATE = ROOT / "c_runtime" / "chocolate"
-QVANILLA = ROOT / "c_runtime" / "qvanilla"
+from uma_chocolate.codegen import KERNEL_DIR as CHOCOLATE, QVANILLA_DIR as QVANILLA
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1",
                  "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}

@@ -5,7 +5,7 @@ into the output and rewrites the include to the bare file name.
 """
 from tvm_extension.api.resources import data_folder
 
-KERNEL_DIR = data_folder(__package__, "c", "c_runtime/vanilla")
+KERNEL_DIR = data_folder(__package__, "c")
 
 
 def gen_includes() -> str:

@@ -3,8 +3,8 @@ QVanilla's, whose requantization the core's output stage uses (QVanilla's folder
 its package's name, without importing QVanilla)."""
 from tvm_extension.api.resources import data_folder
 
-KERNEL_DIR = data_folder(__package__, "c", "c_runtime/chocolate")
-QVANILLA_DIR = data_folder("uma_qvanilla", "c", "c_runtime/qvanilla")
+KERNEL_DIR = data_folder(__package__, "c")
+QVANILLA_DIR = data_folder("uma_qvanilla", "c")
 
 
 def gen_includes() -> str:

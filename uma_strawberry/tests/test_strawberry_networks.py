@@ -5,8 +5,7 @@ same outputs, and the hardware model counts exactly the planned transfers."""
 import numpy as np
 import pytest
 
-from conftest import assert_close, onnxruntime_reference, tflite_reference, tvm_cpu_reference
-from model_zoo import fetch
+from tvm_extension.testing import assert_close, fetch, onnxruntime_reference, tflite_reference, tvm_cpu_reference
 from test_strawberry_end_to_end import compile_strawberry, offloaded_sources, run_with_counters
 
 pytestmark = pytest.mark.real_model

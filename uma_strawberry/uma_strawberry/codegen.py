@@ -7,8 +7,8 @@ file names.  Vanilla's folder is found by its package's name, without importing 
 """
 from tvm_extension.api.resources import data_folder
 
-KERNEL_DIR = data_folder(__package__, "c", "c_runtime/strawberry")
-VANILLA_DIR = data_folder("uma_vanilla", "c", "c_runtime/vanilla")  # the conv engine's C library
+KERNEL_DIR = data_folder(__package__, "c")
+VANILLA_DIR = data_folder("uma_vanilla", "c")  # the conv engine's C library
 
 
 def gen_includes() -> str:

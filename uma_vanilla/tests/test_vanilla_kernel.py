@@ -6,9 +6,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import ROOT
 
-KERNEL = ROOT / "c_runtime" / "vanilla" / "vanilla_accelerator.c"
+
+from uma_vanilla.codegen import KERNEL_DIR
+
+KERNEL = KERNEL_DIR / "vanilla_accelerator.c"
 # The header's status codes: {"OK": 0, "EINVAL": ..., ...}
 STATUS = {m.group(1): int(m.group(2)) for m in re.finditer(
     r"^#define VANILLA_(\w+) (\d+)", KERNEL.with_suffix(".h").read_text(), re.MULTILINE)}

@@ -10,14 +10,10 @@ import tarfile
 import numpy as np
 import pytest
 
-from conftest import (
-    MODELS, ROOT, assert_one_line_error, mlf_sources, onnx_reference, run_tvmc, tvm_cpu_reference,
-)
-from make_input import random_inputs
 from tvm_extension.mlf import build
+from tvm_extension.testing import (assert_one_line_error, edited_mlf, example_model, mlf_sources, onnx_reference,
+                                   random_inputs, run_program, run_tvmc, tvm_cpu_reference)
 
-STRAWBERRY_EXT = ROOT / "examples" / "ext"
-EXT = ["--experimental-tvm-extension", STRAWBERRY_EXT]
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 # What the TIR pass logs per offloaded function (tvmc -v).
 PLAN = re.compile(r"(tvmgen_\w+): (.*); DMA (\d+) bytes in (\d+) transfers "
@@ -45,7 +41,7 @@ class Compiled:
 
 
 def compile_strawberry(model, out, spad, *extra):
-    done = run_tvmc("compile", "--target", "strawberry", f"--target-strawberry-scratchpad_bytes={spad}", *EXT, model,
+    done = run_tvmc("compile", "--target", "strawberry", f"--target-strawberry-scratchpad_bytes={spad}", model,
                     "-f", "mlf", "-o", out, "-v", *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     return Compiled(out, done)
@@ -75,15 +71,15 @@ SIZES = [262144, 16384, 8192]  # every conv of cnn.onnx fits each; the smaller, 
 @pytest.fixture(scope="module")
 def cnn_builds(tmp_path_factory):
     work = tmp_path_factory.mktemp("cnn")
-    return {spad: compile_strawberry(MODELS / "cnn.onnx", work / f"cnn{spad}.tar", spad) for spad in SIZES}
+    return {spad: compile_strawberry(example_model("cnn"), work / f"cnn{spad}.tar", spad) for spad in SIZES}
 
 
 def test_cnn_at_three_scratchpad_sizes(cnn_builds, tmp_path, monkeypatch):
     """Same outputs (the references') at every size; a smaller scratchpad makes more transfers and
     moves at least as many bytes; the model counts exactly what the compiler planned."""
-    inputs = random_inputs(MODELS / "cnn.onnx", seed=3)
-    expected = onnx_reference(MODELS / "cnn.onnx", inputs)[0]
-    cpu = tvm_cpu_reference(MODELS / "cnn.onnx", inputs)[0]
+    inputs = random_inputs(example_model("cnn"), seed=3)
+    expected = onnx_reference(example_model("cnn"), inputs)[0]
+    cpu = tvm_cpu_reference(example_model("cnn"), inputs)[0]
     results = {}
     for spad, compiled in cnn_builds.items():
         assert compiled.offloaded_functions() == 3 and len(compiled.plans) == 3, compiled.stdout
@@ -125,29 +121,6 @@ def test_offloaded_code_moves_data_only_by_dma(cnn_builds):
         assert looped == (spad != SIZES[0]), f"{spad}: tiles run as loops exactly when a layer is split"
 
 
-def edited_mlf(mlf, out, edit):
-    """A copy of the MLF with ``edit(name, text) -> text`` applied to its generated sources."""
-    with tarfile.open(mlf) as source, tarfile.open(out, "w") as target:
-        for member in source.getmembers():
-            data = source.extractfile(member).read() if member.isfile() else None
-            if data is not None and member.name.startswith("./codegen/host/src/"):
-                data = edit(member.name, data.decode()).encode()
-                member.size = len(data)
-            target.addfile(member, io.BytesIO(data) if data is not None else None)
-    return out
-
-
-def run_program(program, inputs, work):
-    """Run the built program directly, for its whole stderr."""
-    args = [str(program.executable)]
-    for i, tensor in enumerate(program.inputs):
-        path = work / f"in{i}.bin"
-        np.ascontiguousarray(inputs[tensor.name], dtype=tensor.dtype).tofile(path)
-        args.append(str(path))
-    args += [str(work / f"out{i}.bin") for i in range(len(program.outputs))]
-    return subprocess.run(args, capture_output=True, text=True)
-
-
 @pytest.mark.parametrize("which,what", [(0, "weights"), (1, "bias"), (-1, "ifmap")])
 def test_a_deleted_transfer_fails_loudly(cnn_builds, tmp_path, which, what):
     """Delete one DMA call from the generated C (the weights, bias or input tile of the conv with a
@@ -168,7 +141,7 @@ def test_a_deleted_transfer_fails_loudly(cnn_builds, tmp_path, which, what):
     broken = edited_mlf(compiled.path, tmp_path / "broken.tar", delete_one)
     assert len(deleted) == 1
     program = build(broken, tmp_path / "build")
-    done = run_program(program, random_inputs(MODELS / "cnn.onnx", seed=3), tmp_path)
+    done = run_program(program, random_inputs(example_model("cnn"), seed=3), tmp_path)
     assert done.returncode != 0
     assert re.search(rf"strawberry: {KERNELS}: reads {what} bytes \[\d+, \d+\) of the scratchpad that nothing has "
                      r"written since the layer began \(a missing transfer\?\) \(STRAWBERRY_EUNWRITTEN\)", done.stderr), \
@@ -180,26 +153,26 @@ def test_a_deleted_transfer_fails_loudly(cnn_builds, tmp_path, which, what):
 def test_layer_too_large_for_any_split_stays_on_the_cpu(tmp_path):
     """At 4 KiB two convs of cnn.onnx cannot be split to fit: they run on the CPU, the offload report
     says why, and the outputs are still right."""
-    compiled = compile_strawberry(MODELS / "cnn.onnx", tmp_path / "small.tar", 4096)
+    compiled = compile_strawberry(example_model("cnn"), tmp_path / "small.tar", 4096)
     assert compiled.offloaded_functions() == 1
     assert ("nn.conv2d: too large for the scratchpad at any split (one output row reads 1728 bytes of input "
             "(8 channels x 3 rows x 18 columns), the ifmap partition holds 1636; scratchpad_bytes 4096) x1") \
         in compiled.stdout
     assert "(16 channels x 5 rows x 8 columns)" in compiled.stdout
-    inputs = random_inputs(MODELS / "cnn.onnx", seed=5)
+    inputs = random_inputs(example_model("cnn"), seed=5)
     (got,) = build(compiled.path, tmp_path / "b").run(inputs)[0].values()
-    np.testing.assert_allclose(got, onnx_reference(MODELS / "cnn.onnx", inputs)[0], **TOLERANCE)
+    np.testing.assert_allclose(got, onnx_reference(example_model("cnn"), inputs)[0], **TOLERANCE)
 
 
 def test_partitions_and_rates_from_the_command_line(tmp_path, monkeypatch):
     """Partition split and rates are target attributes; the model is configured with them."""
     compiled = compile_strawberry(
-        MODELS / "conv2d.onnx", tmp_path / "o.tar", 32768, "--target-strawberry-ifmap_percent=20",
+        example_model("conv2d"), tmp_path / "o.tar", 32768, "--target-strawberry-ifmap_percent=20",
         "--target-strawberry-weights_percent=50", "--target-strawberry-dma_bytes_per_cycle=16",
         "--target-strawberry-dma_setup_cycles=5", "--target-strawberry-macs_per_cycle=128")
-    inputs = random_inputs(MODELS / "conv2d.onnx", seed=1)
+    inputs = random_inputs(example_model("conv2d"), seed=1)
     (got,), counters = run_with_counters(compiled.path, tmp_path, inputs, monkeypatch)
-    np.testing.assert_allclose(got, onnx_reference(MODELS / "conv2d.onnx", inputs)[0], **TOLERANCE)
+    np.testing.assert_allclose(got, onnx_reference(example_model("conv2d"), inputs)[0], **TOLERANCE)
     assert (counters["dma_bytes_per_cycle"], counters["dma_setup_cycles"], counters["macs_per_cycle"]) == (16, 5, 128)
     assert counters["compute_cycles"] == -(-counters["macs"] // 128)
     assert "strawberry_begin(32768, 16, 5, 128)" in "".join(offloaded_sources(compiled.path).values())
@@ -212,14 +185,14 @@ def test_partitions_and_rates_from_the_command_line(tmp_path, monkeypatch):
     (["--target-strawberry-dma_bytes_per_cycle=0"], "attribute 'dma_bytes_per_cycle' must be in 1..2147483647, got 0"),
 ])
 def test_bad_attribute_values(tmp_path, args, fragment):
-    done = run_tvmc("compile", "--target", "strawberry", *args, *EXT, MODELS / "cnn.onnx", "-f", "mlf",
+    done = run_tvmc("compile", "--target", "strawberry", *args, example_model("cnn"), "-f", "mlf",
                     "-o", tmp_path / "o.tar")
     assert_one_line_error(done, "strawberry", fragment)
     assert not (tmp_path / "o.tar").exists()
 
 
 def test_help_lists_the_attributes():
-    done = run_tvmc("compile", "--help", *EXT)
+    done = run_tvmc("compile", "--help")
     assert done.returncode == 0, done.stderr
     for attr in ("scratchpad_bytes", "ifmap_percent", "weights_percent", "dma_bytes_per_cycle", "dma_setup_cycles",
                  "macs_per_cycle"):
@@ -232,7 +205,7 @@ def output_stage_model(path):
     and a ReLU6 clip.  13 rows: row tiles with a remainder at small scratchpads."""
     import onnx
     from onnx import helper, numpy_helper
-    from make_models import float_model
+    from tvm_extension.testing.models import float_model
 
     rng = np.random.default_rng(7)
     const = lambda name, shape: numpy_helper.from_array((rng.standard_normal(shape) * 0.4).astype(np.float32), name)
@@ -280,8 +253,8 @@ def test_split_model_under_sanitizers(cnn_builds, tmp_path, monkeypatch):
     monkeypatch.setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
     program = build(cnn_builds[8192].path, tmp_path / "b",
                     cflags=["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"])
-    inputs = random_inputs(MODELS / "cnn.onnx", seed=3)
+    inputs = random_inputs(example_model("cnn"), seed=3)
     done = run_program(program, inputs, tmp_path)
     assert done.returncode == 0 and "runtime error" not in done.stderr, done.stderr
     got = np.fromfile(tmp_path / "out0.bin", np.float32).reshape(program.outputs[0].shape)
-    np.testing.assert_allclose(got, onnx_reference(MODELS / "cnn.onnx", inputs)[0], **TOLERANCE)
+    np.testing.assert_allclose(got, onnx_reference(example_model("cnn"), inputs)[0], **TOLERANCE)

@@ -15,19 +15,17 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import (
-    ROOT, VANILLA_EXT, kernel_calls, mlf_sources, onnxruntime_reference, run_tvmc, tflite_reference,
-    tvm_cpu_reference,
-)
-from model_zoo import fetch
-from tvm_extension.mlf import build
 from tvm_extension.kit import quantization
+from tvm_extension.mlf import build
+from tvm_extension.testing import (fetch, kernel_calls, mlf_sources, onnxruntime_reference, qdq_model, run_tvmc,
+                                   tflite_reference, tvm_cpu_reference)
+from uma_qvanilla.codegen import KERNEL_DIR
 
 
 def compile_and_compare(tmp_path, model, framework_reference, offloads, seed=0, integer_graph=False):
     """Compile for QVanilla; ``offloads`` convs must be offloaded, and the outputs bit-exact with TVM's CPU build."""
     out = tmp_path / "model.tar"
-    done = run_tvmc("compile", "--target", "qvanilla", "--experimental-tvm-extension", VANILLA_EXT, model,
+    done = run_tvmc("compile", "--target", "qvanilla", model,
                     "-f", "mlf", "-o", out)
     assert done.returncode == 0, done.stderr[-3000:]
     report = re.search(r"\[qvanilla\] offloaded: (.*) in (\d+) functions", done.stdout)
@@ -59,40 +57,6 @@ def compile_and_compare(tmp_path, model, framework_reference, offloads, seed=0, 
 @pytest.mark.parametrize("name, offloads", [("kws_dscnn_int8", 9), ("kws_on_off_int8", 79)])  # every conv
 def test_real_int8_networks(tmp_path, name, offloads):
     compile_and_compare(tmp_path, fetch(name), tflite_reference, offloads)
-
-
-def qdq_model(path, per_channel, relu, seed=0, cin=4, cout=8, group=1, stride=1, pads=(1, 1, 1, 1)):
-    """Conv as ONNX QDQ: DequantizeLinear -> Conv (+bias) [-> Relu] -> QuantizeLinear, int8, NCHW."""
-    rng = np.random.default_rng(seed)
-    sx, sy = np.float32(0.05), np.float32(0.2)
-    sw = (rng.uniform(0.005, 0.02, cout) if per_channel else np.array(0.01)).astype(np.float32)
-    inits = [
-        numpy_helper.from_array(np.array(sx), "sx"), numpy_helper.from_array(np.array(3, np.int8), "zx"),
-        numpy_helper.from_array(rng.integers(-127, 128, (cout, cin // group, 3, 3)).astype(np.int8), "w"),
-        numpy_helper.from_array(sw, "sw"), numpy_helper.from_array(np.zeros(sw.shape, np.int8), "zw"),
-        numpy_helper.from_array(rng.integers(-500, 500, cout).astype(np.int32), "b"),
-        numpy_helper.from_array((sx * sw).astype(np.float32), "sb"), numpy_helper.from_array(np.zeros(sw.shape, np.int32), "zb"),
-        numpy_helper.from_array(np.array(sy), "sy"), numpy_helper.from_array(np.array(-5, np.int8), "zy"),
-    ]
-    axis = dict(axis=0) if per_channel else {}
-    nodes = [
-        helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"]),
-        helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], **axis),
-        helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bf"], **axis),
-        helper.make_node("Conv", ["xf", "wf", "bf"], ["yf"], pads=list(pads), kernel_shape=[3, 3], group=group,
-                         strides=[stride, stride]),
-    ]
-    if relu:
-        nodes.append(helper.make_node("Relu", ["yf"], ["yr"]))
-    nodes.append(helper.make_node("QuantizeLinear", ["yr" if relu else "yf", "sy", "zy"], ["y"]))
-    out = [(10 + pads[i] + pads[i + 2] - 3) // stride + 1 for i in (0, 1)]
-    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.INT8, [1, cin, 10, 10])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT8, [1, cout, *out])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
-    return path
 
 
 @pytest.mark.parametrize("per_channel,relu", [(False, False), (True, True)], ids=["per-tensor", "per-channel-relu"])
@@ -179,7 +143,7 @@ def test_tflite_int8_relu_relu6(tmp_path, scales):
 def test_requantize_matches_python(tmp_path):
     library = tmp_path / "libqvanilla.so"
     subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", str(library),
-                    str(ROOT / "c_runtime" / "qvanilla" / "qvanilla.c")], check=True)
+                    str(KERNEL_DIR / "qvanilla.c")], check=True)
     lib = ctypes.CDLL(str(library))
     lib.qvanilla_requantize.restype = ctypes.c_int32
     rng = np.random.default_rng(0)
@@ -219,7 +183,7 @@ def test_requantize_tflite_matches_python(tmp_path):
     (ratios 1e-6 .. 4: shifts -19 .. 2), and any int32 multiplier with any shift in [-31, 30]."""
     library = tmp_path / "libqvanilla.so"
     subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", str(library),
-                    str(ROOT / "c_runtime" / "qvanilla" / "qvanilla.c")], check=True)
+                    str(KERNEL_DIR / "qvanilla.c")], check=True)
     lib = ctypes.CDLL(str(library))
     lib.qvanilla_requantize_tflite.restype = ctypes.c_int32
     lib.qvanilla_requantize_tflite.argtypes = [ctypes.c_int32] * 3

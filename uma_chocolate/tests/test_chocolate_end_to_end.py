@@ -7,22 +7,17 @@ import re
 import numpy as np
 import pytest
 
-from conftest import (
-    MODELS, VANILLA_EXT, assert_close, assert_one_line_error, mlf_sources, onnx_reference, onnxruntime_reference, run_tvmc, tflite_reference,
-    tvm_cpu_reference,
-)
-from make_input import random_inputs
-from model_zoo import fetch
-from test_qvanilla import qdq_model
-from test_strawberry_end_to_end import edited_mlf, run_program
 from tvm_extension.mlf import build
+from tvm_extension.testing import (assert_close, assert_one_line_error, edited_mlf, example_model, fetch, mlf_sources,
+                                   onnx_reference, onnxruntime_reference, qdq_model, random_inputs, run_program,
+                                   run_tvmc, tflite_reference, tvm_cpu_reference)
 
 TILES = [(4, 4, 4), (8, 8, 8), (16, 16, 16)]
 
 
 def compile_chocolate(model, out, tile, *extra):
     m, n, k = tile
-    done = run_tvmc("compile", "--target", "chocolate", "--experimental-tvm-extension", VANILLA_EXT, model,
+    done = run_tvmc("compile", "--target", "chocolate", model,
                     f"--target-chocolate-tile_m={m}", f"--target-chocolate-tile_n={n}",
                     f"--target-chocolate-tile_k={k}", "-f", "mlf", "-o", out, *extra)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -143,7 +138,7 @@ def test_a_deleted_transfer_fails_loudly(tmp_path, victim, operand):
 
 
 def test_help_lists_the_attributes():
-    done = run_tvmc("compile", "--help", "--experimental-tvm-extension", VANILLA_EXT)
+    done = run_tvmc("compile", "--help")
     assert done.returncode == 0, done.stderr
     for attr in ("tile_m", "tile_n", "tile_k", "scratchpad_bytes", "dma_bytes_per_cycle", "dma_setup_cycles"):
         assert f"--target-chocolate-{attr}" in done.stdout, attr
@@ -155,7 +150,7 @@ def test_help_lists_the_attributes():
     (["--target-chocolate-scratchpad_bytes=100"], "scratchpad_bytes 100 must be a multiple of 4 holding"),
 ])
 def test_bad_attributes_are_one_line(tmp_path, args, fragment):
-    done = run_tvmc("compile", "--target", "chocolate", "--experimental-tvm-extension", VANILLA_EXT,
+    done = run_tvmc("compile", "--target", "chocolate", 
                     fetch("kws_dscnn_int8"), *args, "-f", "mlf", "-o", tmp_path / "m.tar")
     assert_one_line_error(done, "chocolate", fragment)
     assert not (tmp_path / "m.tar").exists()
@@ -172,13 +167,13 @@ def test_float_cnn_matches_onnx(tmp_path, monkeypatch):
     """cnn.onnx (NCHW, converted to NHWC for the core): bias and ReLU in the store's output stage;
     the dilated conv stays on the CPU."""
     out = tmp_path / "cnn.tar"
-    done = compile_chocolate(MODELS / "cnn.onnx", out, (4, 8, 4))
+    done = compile_chocolate(example_model("cnn"), out, (4, 8, 4))
     assert "[chocolate] offloaded: nn.conv2d x3, nn.relu x3" in done.stdout, done.stdout
     work = tmp_path / "run"
     work.mkdir()
-    inputs = random_inputs(MODELS / "cnn.onnx", seed=5)
+    inputs = random_inputs(example_model("cnn"), seed=5)
     got, counters = run_with_counters(out, work, inputs, monkeypatch)
-    for g, e in zip(got, onnx_reference(MODELS / "cnn.onnx", inputs)):
+    for g, e in zip(got, onnx_reference(example_model("cnn"), inputs)):
         assert_close(g, e, what="cnn.onnx on Chocolate vs onnx.reference")
     assert counters["layers"] == 3 and counters["macs_useful"] < counters["macs_issued"]
 

@@ -7,39 +7,37 @@ import tarfile
 import numpy as np
 import pytest
 
-from conftest import (
-    MODELS, ROOT, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources, onnx_reference, onnxruntime_reference,
-    run_tvmc, tvm_cpu_reference,
-)
-from make_input import random_inputs
-from make_models import float_model
 from tvm_extension.mlf import HostBuildError, build
+from tvm_extension.testing import (assert_one_line_error, example_model, kernel_calls, mlf_sources, onnx_reference,
+                                   onnxruntime_reference, random_inputs, run_tvmc, tvm_cpu_reference)
+from tvm_extension.testing.models import float_model
+from uma_vanilla.codegen import KERNEL_DIR
 
-EXT = ["--experimental-tvm-extension", VANILLA_EXT]
+VANILLA_KERNELS = r"vanilla_(?:depthwise_)?conv2dn(?:chw|hwc)\w*"
 # float32 with a different summation order than the references
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 
 
 def compile_mlf(model, out, *extra):
-    done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, model, "-f", "mlf", "-o", out, *extra)
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", model, "-f", "mlf", "-o", out, *extra)
     assert done.returncode == 0, done.stderr
     return out
 
 
 @pytest.fixture(scope="module")
 def cnn_mlf(tmp_path_factory):
-    return compile_mlf(MODELS / "cnn.onnx", tmp_path_factory.mktemp("cnn") / "cnn.tar")
+    return compile_mlf(example_model("cnn"), tmp_path_factory.mktemp("cnn") / "cnn.tar")
 
 
 @pytest.mark.parametrize("model,offloaded", [("conv2d.onnx", 1), ("cnn.onnx", 3)])
 def test_runs_and_matches_references(tmp_path, model, offloaded):
-    mlf = compile_mlf(MODELS / model, tmp_path / "model.tar")
-    assert kernel_calls(mlf) == offloaded
-    inputs = random_inputs(MODELS / model, seed=3)
+    mlf = compile_mlf(example_model(model.removesuffix(".onnx")), tmp_path / "model.tar")
+    assert kernel_calls(mlf, VANILLA_KERNELS) == offloaded
+    inputs = random_inputs(example_model(model.removesuffix(".onnx")), seed=3)
     outputs, _ = build(mlf, tmp_path / "build").run(inputs)
     (got,) = outputs.values()
-    np.testing.assert_allclose(got, onnx_reference(MODELS / model, inputs)[0], **TOLERANCE)
-    np.testing.assert_allclose(got, tvm_cpu_reference(MODELS / model, inputs)[0], **TOLERANCE)
+    np.testing.assert_allclose(got, onnx_reference(example_model(model.removesuffix(".onnx")), inputs)[0], **TOLERANCE)
+    np.testing.assert_allclose(got, tvm_cpu_reference(example_model(model.removesuffix(".onnx")), inputs)[0], **TOLERANCE)
 
 
 def test_offloaded_functions_are_calls_not_loops(cnn_mlf):
@@ -60,7 +58,7 @@ def test_archive_is_self_contained(cnn_mlf):
     assert {"./runtime/include/tvm/runtime/c_backend_api.h", "./runtime/include/dlpack/dlpack.h"} <= set(names)
     assert any(n.startswith("./runtime/src/") and n.endswith(".c") for n in names)
     for text in texts:
-        assert str(ROOT) not in text, "no absolute path of the build machine"
+        assert str(KERNEL_DIR.parent) not in text, "no absolute path of the build machine"
     assert not any(re.search(r'#include\s+"/', t) for t in texts)
 
 
@@ -77,9 +75,9 @@ def test_embedded_defaults(cnn_mlf):
 
 
 def test_user_options_win(tmp_path):
-    out = compile_mlf(MODELS / "cnn.onnx", tmp_path / "o.tar", "--pass-config", "tir.disable_vectorize=0")
+    out = compile_mlf(example_model("cnn"), tmp_path / "o.tar", "--pass-config", "tir.disable_vectorize=0")
     assert re.search(r"\bfloat(4|8|16)\b", "".join(mlf_sources(out).values())), "vectorised as the user asked"
-    assert kernel_calls(out) == 3
+    assert kernel_calls(out, VANILLA_KERNELS) == 3
 
 
 @pytest.mark.parametrize("args,message", [
@@ -88,31 +86,31 @@ def test_user_options_win(tmp_path):
     (["-f", "mlf", "--executor-aot-unpacked-api", "0"], "AOT executor with the unpacked API"),
 ])
 def test_settings_that_cannot_call_offloaded_functions(tmp_path, args, message):
-    done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, MODELS / "cnn.onnx", *args, "-o", tmp_path / "o")
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", example_model("cnn"), *args, "-o", tmp_path / "o")
     assert_one_line_error(done, message)
     assert not (tmp_path / "o").exists()
 
 
 def test_explicit_multi_target_with_c_options(tmp_path):
-    done = run_tvmc("compile", "--target", "vanilla_accelerator,c", "--target-c-constants-byte-alignment", "64", *EXT,
-                    MODELS / "cnn.onnx", "-f", "mlf", "-o", tmp_path / "o.tar")
+    done = run_tvmc("compile", "--target", "vanilla_accelerator,c", "--target-c-constants-byte-alignment", "64",
+                    example_model("cnn"), "-f", "mlf", "-o", tmp_path / "o.tar")
     assert done.returncode == 0, done.stderr
     with tarfile.open(tmp_path / "o.tar") as archive:
         metadata = json.load(archive.extractfile("./metadata.json"))
     assert "-constants-byte-alignment=64" in metadata["modules"]["default"]["target"][0]
-    assert kernel_calls(tmp_path / "o.tar") == 3
-    inputs = random_inputs(MODELS / "cnn.onnx", seed=4)
+    assert kernel_calls(tmp_path / "o.tar", VANILLA_KERNELS) == 3
+    inputs = random_inputs(example_model("cnn"), seed=4)
     got = build(tmp_path / "o.tar", tmp_path / "b").run(inputs)[0]["output"]
-    np.testing.assert_allclose(got, onnx_reference(MODELS / "cnn.onnx", inputs)[0], **TOLERANCE)
+    np.testing.assert_allclose(got, onnx_reference(example_model("cnn"), inputs)[0], **TOLERANCE)
 
 
 def test_module_name_is_followed(tmp_path):
-    out = compile_mlf(MODELS / "cnn.onnx", tmp_path / "o.tar", "--module-name", "net")
+    out = compile_mlf(example_model("cnn"), tmp_path / "o.tar", "--module-name", "net")
     sources = "".join(mlf_sources(out).values())
     assert "tvmgen_net_vanilla_accelerator_main_0" in sources and "tvmgen_default" not in sources
-    inputs = random_inputs(MODELS / "cnn.onnx", seed=5)
+    inputs = random_inputs(example_model("cnn"), seed=5)
     got = build(out, tmp_path / "b").run(inputs)[0]["output"]
-    np.testing.assert_allclose(got, onnx_reference(MODELS / "cnn.onnx", inputs)[0], **TOLERANCE)
+    np.testing.assert_allclose(got, onnx_reference(example_model("cnn"), inputs)[0], **TOLERANCE)
 
 
 FAILING_KERNEL = b"""#include "vanilla_accelerator.h"
@@ -136,7 +134,7 @@ def test_kernel_failure_stops_inference(cnn_mlf, tmp_path):
             target.addfile(member, io.BytesIO(data) if data is not None else None)
     program = build(failing, tmp_path / "b")
     with pytest.raises(HostBuildError, match="inference failed with status -1|status 7"):
-        program.run(random_inputs(MODELS / "cnn.onnx"))
+        program.run(random_inputs(example_model("cnn")))
 
 
 def residual_block_model(path):
@@ -166,7 +164,7 @@ def residual_block_model(path):
 def test_residual_add_is_part_of_the_kernel_call(tmp_path):
     model = residual_block_model(tmp_path / "residual.onnx")
     out = tmp_path / "residual.tar"
-    done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, model, "-f", "mlf", "-o", out)
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", model, "-f", "mlf", "-o", out)
     assert done.returncode == 0, done.stderr
     # both skip connections go into the call; the broadcast add stays on the CPU
     assert "offloaded: nn.conv2d x3, nn.bias_add x3, add x2, nn.relu x2 in 3 functions" in done.stdout, done.stdout
@@ -211,12 +209,12 @@ def windows_model(path):
 def test_any_window_and_prelu_offload(tmp_path):
     model = windows_model(tmp_path / "windows.onnx")
     out = tmp_path / "windows.tar"
-    done = run_tvmc("compile", "--target", "vanilla_accelerator", *EXT, model, "-f", "mlf", "-o", out)
+    done = run_tvmc("compile", "--target", "vanilla_accelerator", model, "-f", "mlf", "-o", out)
     assert done.returncode == 0, done.stderr
     offloaded = re.search(r"offloaded: (.*) in 6 functions", done.stdout).group(1).split(", ")
     assert sorted(offloaded) == ["clip x1", "nn.bias_add x5", "nn.conv2d x6", "nn.prelu x1", "nn.relu x1"], done.stdout
     assert "on the CPU: none" in done.stdout, done.stdout  # ONNX's explicit pad went into the conv
-    assert kernel_calls(out) == 6
+    assert kernel_calls(out, VANILLA_KERNELS) == 6
     inputs = {"input": np.random.default_rng(7).standard_normal((1, 3, 27, 23)).astype(np.float32)}
     (got,) = build(out, tmp_path / "build").run(inputs)[0].values()
     # onnx.reference (onnx 1.18) gets SAME_UPPER with stride 2 wrong (width 21 -> 10, not 11): onnxruntime instead
@@ -229,7 +227,7 @@ def test_library_flags_reach_the_mlf_and_its_build(tmp_path):
     source, its BUILD.md lists them, and the host build compiles that source with them."""
     out = tmp_path / "flags.tar"
     done = run_tvmc("compile", "--target", "vanilla_accelerator", "--target-vanilla_accelerator-cflags=-fno-such-option-probe",
-                    "--experimental-tvm-extension", VANILLA_EXT, MODELS / "cnn.onnx",
+                    example_model("cnn"),
                     "-f", "mlf", "-o", out)
     assert done.returncode == 0, done.stderr
     with tarfile.open(out) as archive:

