@@ -31,18 +31,20 @@ def test_wheel_runs_the_readme_example_without_the_repository(tmp_path):
     (packages,) = Path(run(python, "-c", "import site; print(site.getsitepackages()[0])").strip()),
     (packages / "pinned_packages.pth").write_text(site.getsitepackages()[0] + "\n")
     run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", ROOT / "requirements.lock", wheel)
-    # C sources ship inside the packages that use them, not as a top-level module.
-    assert not (packages / "c_runtime").exists()
-    assert (packages / "uma_vanilla" / "c" / "vanilla_accelerator.c").is_file()
+    # C sources ship inside the packages that use them, not as a top-level module; the example
+    # backends are projects of their own, carried whole for `new --like`, not installed.
+    assert not (packages / "c_runtime").exists() and not (packages / "uma_vanilla").exists()
+    assert (packages / "tvm_extension" / "mlf" / "c_runtime" / "host" / "mlf_main.c").is_file()
 
     work = tmp_path / "elsewhere"
     work.mkdir()
     examples = run(python, "-m", "tvm_extension", "examples", cwd=work).strip()
     assert examples.startswith(str(packages))
+    assert (Path(examples) / "uma_vanilla" / "uma_vanilla" / "c" / "vanilla_accelerator.c").is_file()
     model = work / "cnn.onnx"
     model.write_bytes((MODELS / "cnn.onnx").read_bytes())
     out = run(python, "-m", "tvm.driver.tvmc", "compile", "--target", "vanilla_accelerator",
-              "--experimental-tvm-extension", examples, model, "-f", "mlf", "-o", work / "out.tar", cwd=work)
+              "--experimental-tvm-extension", Path(examples) / "uma_vanilla", model, "-f", "mlf", "-o", work / "out.tar", cwd=work)
     assert "[vanilla_accelerator] offloaded: nn.conv2d x3" in out
     with tarfile.open(work / "out.tar") as archive:
         names = archive.getnames()

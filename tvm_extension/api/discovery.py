@@ -40,9 +40,25 @@ ENV_VAR = "TVM_EXTENSION_PATH"
 ENV_VARS = (ENV_VAR, "TVMC_EXTENSION_DIR", "UMA_BACKENDS")  # MLonMCU's, the UMA discussion's
 ENTRY_POINT_GROUP = "tvm_extension"
 # The framework's own folder: every module and package shipped in it is the framework's, never
-# an extension candidate (read from the folder, so a new subpackage is reserved by shipping it).
+# an extension candidate (read from what ships, so a new subpackage is reserved by shipping it).
 FRAMEWORK_FOLDER = Path(__file__).resolve().parents[1]
-RESERVED_NAMES = frozenset(info.name for info in pkgutil.iter_modules([str(FRAMEWORK_FOLDER)]))
+FRAMEWORK_DISTRIBUTION = "tvm-uma-extensions"
+
+
+def _framework_names() -> frozenset:
+    """The framework's modules: those its installed distribution lists (a backend installed into
+    the same site-packages shares the folder), else the folder's (a checkout, an editable install)."""
+    try:
+        dist = importlib_metadata.distribution(FRAMEWORK_DISTRIBUTION)
+        files = [f for f in dist.files or [] if len(f.parts) > 1 and f.parts[0] == PACKAGE]
+        if any(Path(dist.locate_file(f)).resolve() == Path(__file__).resolve() for f in files):
+            return frozenset(f.parts[1].removesuffix(".py") for f in files)
+    except importlib_metadata.PackageNotFoundError:
+        pass
+    return frozenset(info.name for info in pkgutil.iter_modules([str(FRAMEWORK_FOLDER)]))
+
+
+RESERVED_NAMES = _framework_names()
 
 
 @dataclasses.dataclass
