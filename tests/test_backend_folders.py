@@ -7,6 +7,7 @@ The new environment sees this one's packages through a ``.pth`` line (TVM is not
 twice); ``.pth`` files in that folder are not read, so the editable installs of the four
 backends and of the framework stay out of sight.
 """
+import re
 import shutil
 import site
 import subprocess
@@ -38,29 +39,63 @@ def test_the_four_examples_are_found():
     assert BACKENDS == ["uma_chocolate", "uma_qvanilla", "uma_strawberry", "uma_vanilla"]
 
 
+def install_alone(project: Path, work: Path, framework_wheel: Path) -> Path:
+    """A new environment with the framework's wheel and ``project`` installed (not editable); its python."""
+    venv = work / "venv"
+    run(sys.executable, "-m", "venv", venv)
+    python = venv / "bin" / "python"
+    packages = Path(run(python, "-c", "import site; print(site.getsitepackages()[0])").strip())
+    (packages / "shared_packages.pth").write_text(site.getsitepackages()[0] + "\n")
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", framework_wheel, project)
+    # tvmc's console script, as pip would make it for TVM's distribution (it sits in the shared packages)
+    (venv / "bin" / "tvmc").write_text(f'#!/bin/sh\nexec "{python}" -m tvm.driver.tvmc "$@"\n')
+    (venv / "bin" / "tvmc").chmod(0o755)
+    return python
+
+
+def assert_alone(python: Path, package: str):
+    """Only ``package`` of the example backends is importable, from the new environment."""
+    others = [b for b in BACKENDS if b != package]
+    seen = run(python, "-c", "import importlib.util as u; "
+               f"print([n for n in {others!r} if getattr(u.find_spec(n), 'origin', None)]); "
+               f"print(u.find_spec({package!r}).origin)")
+    hidden, origin = seen.splitlines()
+    assert hidden == "[]" and origin.startswith(str(python.parents[1])), seen
+
+
+def assert_own_tests_pass(python: Path, project: Path):
+    done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=project,
+                          capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, f"{project.name}'s own tests, alone:\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
+    summary = done.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "failed" not in summary and "error" not in summary, done.stdout[-3000:]
+
+
 @pytest.mark.real_model
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_backend_folder_alone_installs_and_passes_its_tests(tmp_path, framework_wheel, backend):
     copy = tmp_path / "alone" / backend
     shutil.copytree(ROOT / backend, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
-    venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", venv)
-    python = venv / "bin" / "python"
-    packages = Path(run(python, "-c", "import site; print(site.getsitepackages()[0])").strip())
-    (packages / "shared_packages.pth").write_text(site.getsitepackages()[0] + "\n")
-    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", framework_wheel, copy)
-    # tvmc's console script, as pip would make it for TVM's distribution (it sits in the shared packages)
-    (venv / "bin" / "tvmc").write_text(f'#!/bin/sh\nexec "{python}" -m tvm.driver.tvmc "$@"\n')
-    (venv / "bin" / "tvmc").chmod(0o755)
+    python = install_alone(copy, tmp_path, framework_wheel)
+    assert_alone(python, backend)
+    assert_own_tests_pass(python, copy)
 
-    others = [b for b in BACKENDS if b != backend]
-    seen = run(python, "-c", "import importlib.util as u, sys; "
-               f"print([n for n in {others!r} if getattr(u.find_spec(n), 'origin', None)]); "
-               f"print(u.find_spec({backend!r}).origin)")
-    hidden, origin = seen.splitlines()
-    assert hidden == "[]" and origin.startswith(str(packages)), seen  # the installed copy, alone
 
-    done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=copy,
-                          capture_output=True, text=True, timeout=3600)
-    assert done.returncode == 0, f"{backend}'s own tests, alone:\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
-    assert " passed" in done.stdout.splitlines()[-1] and "failed" not in done.stdout.splitlines()[-1], done.stdout
+@pytest.mark.real_model
+@pytest.mark.parametrize("example", [b.removeprefix("uma_") for b in BACKENDS])
+def test_new_like_each_example_installs_and_passes_its_tests(tmp_path, framework_wheel, example):
+    """`new my_npu --like EXAMPLE` copies the example under the new name (target, package, classes,
+    C files and symbols, tests): the copy installs alone and its renamed tests pass."""
+    done = subprocess.run([sys.executable, "-m", "tvm_extension", "new", "my_npu", "--like", example], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    project = tmp_path / "my_npu"
+    assert (project / "my_npu" / "c").is_dir() and (project / "tvm_extension" / "my_npu" / "__init__.py").is_file()
+    words = [w for w in (example, example.upper(), "uma_" + example)]
+    left = [f"{path.relative_to(project)}: {line.strip()}" for path in sorted(project.rglob("*.py")) + sorted(
+        project.rglob("*.[ch]")) for line in path.read_text().splitlines()
+            if any(re.search(rf"(?<![A-Za-z]){w}", line) for w in words)]
+    assert left == [], left[:5]  # nothing of the example's names is left in code
+    python = install_alone(project, tmp_path, framework_wheel)
+    assert "tvm_extension.my_npu:MyNpuExtension" in run(python, "-m", "tvm_extension", "list", cwd=tmp_path)
+    assert_own_tests_pass(python, project)

@@ -1,7 +1,7 @@
 """``python -m tvm_extension``: inspect the extensions found, or scaffold a new backend.
 
     python -m tvm_extension list [--experimental-tvm-extension PATH ...]   # alias: --uma-backends PATH
-    python -m tvm_extension new NAME [--directory DIR] [--int8]
+    python -m tvm_extension new NAME [--directory DIR] [--int8 | --like EXAMPLE]
     python -m tvm_extension examples      # the folder holding the example backends (uma_vanilla, ...)
     python -m tvm_extension --version     # this project's version and TVM's
 """
@@ -49,6 +49,9 @@ def main(argv=None) -> int:
     new.add_argument("--directory", default=".", help="where to create the NAME folder (default: here)")
     new.add_argument("--int8", action="store_true",
                      help="an int8 backend (TFLite's quantized convs, both roundings) instead of the float32 one")
+    new.add_argument("--like", metavar="EXAMPLE", choices=["vanilla", "qvanilla", "strawberry", "chocolate"],
+                     help="start from a copy of an example backend (vanilla, qvanilla, strawberry, chocolate), "
+                          "renamed: its target, package, classes, C symbols and tests")
     sub.add_parser("examples", help="print the folder holding the example backends (uma_vanilla...), each an extension folder")
     args = parser.parse_args(argv)
     if args.command == "list":
@@ -58,10 +61,13 @@ def main(argv=None) -> int:
 
         print(data_folder("tvm_extension.scaffold", "examples", "."))
         return 0
-    from tvm_extension.scaffold import ScaffoldError, create, next_steps  # pylint: disable=import-outside-toplevel
+    from tvm_extension.scaffold import ScaffoldError, create, create_like, next_steps  # pylint: disable=import-outside-toplevel
 
+    if args.like and args.int8:
+        parser.error("--like and --int8 are two different starting points: give one")
     try:
-        project = create(args.name, args.directory, int8=args.int8)
+        project = create_like(args.name, args.like, args.directory) if args.like else \
+            create(args.name, args.directory, int8=args.int8)
     except ScaffoldError as err:
         sys.stderr.write(f"Error: {err}\n")
         return 2

@@ -1,9 +1,9 @@
-"""Data folders (C sources, example extensions) shipped inside Python packages.
+"""Data folders (C sources, the example backends) shipped inside Python packages.
 
-An installed wheel holds them inside the package they belong to (the wheel maps them there
-from the repository, see pyproject.toml).  A source checkout keeps them in the repository's own
-folders (``c_runtime/``, ``examples/``).  The package is found, not imported: a backend names
-another library's folder (the C headers it includes) without running that backend's Python.
+A backend's C library is a folder of its package (``uma_vanilla/c``).  The framework's C runtime
+and the example backends are mapped into its package by the wheel (see pyproject.toml); a source
+checkout keeps them in the repository's own folders (``c_runtime/``, ``uma_*/``).  The package is
+found, not imported: its data folder is named without running its Python.
 """
 import importlib.util
 from pathlib import Path

@@ -2,6 +2,7 @@
 
     python -m tvm_extension new my_npu            # float32 convs
     python -m tvm_extension new my_npu --int8     # TFLite's int8 convs
+    python -m tvm_extension new my_npu --like chocolate   # a copy of an example backend, renamed
 
 The files come from ``template/``, overlaid for ``--int8`` by ``template_int8/`` (which holds
 only the files that differ), with ``${name}`` (the target name), ``${NAME}`` (its upper case,
@@ -13,7 +14,9 @@ leaves nothing behind.
 """
 import keyword
 import os
+import re
 import shlex
+import shutil
 import string
 import tempfile
 from pathlib import Path
@@ -78,6 +81,66 @@ def create(name: str, directory=".", int8: bool = False) -> Path:
             destination = staging / str(relative).replace("__name__", name).removesuffix(".tmpl")
             destination.parent.mkdir(parents=True, exist_ok=True)
             destination.write_text(string.Template(source.read_text()).substitute(values))
+        os.replace(staging, target)
+    return target
+
+
+# The example backends `--like` copies: {example: (its target name, its words as they appear in its
+# names: target, C symbols and macros, classes, package)}.  Longest first: "vanilla_accelerator"
+# is renamed before "vanilla".
+EXAMPLES = {
+    "vanilla": ("vanilla_accelerator", ["vanilla_accelerator", "VanillaAccelerator", "VANILLA", "Vanilla", "vanilla"]),
+    "qvanilla": ("qvanilla", ["QVANILLA", "QVanilla", "qvanilla"]),
+    "strawberry": ("strawberry", ["STRAWBERRY", "Strawberry", "strawberry"]),
+    "chocolate": ("chocolate", ["CHOCOLATE", "Chocolate", "chocolate"]),
+}
+
+
+def examples_folder() -> Path:
+    """The folder holding the example backends' projects (uma_vanilla...)."""
+    from tvm_extension.api.resources import data_folder  # pylint: disable=import-outside-toplevel
+
+    return data_folder("tvm_extension.scaffold", "examples", ".")
+
+
+def _renamer(example: str, values: dict):
+    """A function renaming the example's words in a text or a file name to the new backend's."""
+    _, words = EXAMPLES[example]
+    package = f"uma_{example}"
+    new = {"vanilla_accelerator": values["name"], "VanillaAccelerator": values["Name"]}
+    for word in words:
+        new.setdefault(word, values["NAME"] if word.isupper() else values["Name"] if word[0].isupper() else values["name"])
+    dist = f"tvm-extension-{example}"
+    # a word is renamed where it is not part of a longer name (qvanilla is not vanilla), or follows -D
+    pattern = re.compile("|".join([re.escape(dist), re.escape(package)] +
+                                  [rf"(?:(?<![A-Za-z])|(?<=-D)){re.escape(w)}" for w in words]))
+    replacement = {dist: values["dist"], package: values["name"], **new}
+    return lambda text: pattern.sub(lambda m: replacement[m.group(0)], text)
+
+
+def create_like(name: str, example: str, directory=".") -> Path:
+    """Write ``<directory>/<name>``: the example backend ``example``'s project, renamed (its
+    target, package, classes, C files, symbols and macros, tests), ready to ``pip install``."""
+    if example not in EXAMPLES:
+        raise ScaffoldError(f"unknown example '{example}' (examples: {', '.join(EXAMPLES)})")
+    target = validate(name, Path(directory))
+    values = {"name": name, "NAME": name.upper(), "Name": "".join(p.capitalize() for p in name.split("_")),
+              "dist": "tvm-extension-" + name.replace("_", "-")}
+    rename = _renamer(example, values)
+    source = examples_folder() / f"uma_{example}"
+    with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=target.parent) as work:
+        staging = Path(work) / name
+        for path in sorted(source.rglob("*")):
+            relative = path.relative_to(source)
+            if not path.is_file() or {"__pycache__", "build", "dist"} & set(relative.parts) \
+                    or relative.parts[0].endswith(".egg-info"):
+                continue
+            destination = staging / rename(str(relative))
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                destination.write_text(rename(path.read_text()))
+            except UnicodeDecodeError:  # not text (a picture): as it is
+                shutil.copyfile(path, destination)
         os.replace(staging, target)
     return target
 

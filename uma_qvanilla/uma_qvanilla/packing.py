@@ -1,4 +1,4 @@
-"""The packed weights QVanilla's packed entries read (layout: ``c_runtime/qvanilla/qvanilla.h``).
+"""The packed weights QVanilla's packed entries read (layout: ``c/qvanilla.h``).
 
 Done once, at compile time, by ``PrepareQuantizedConv``:
 

@@ -4,7 +4,7 @@ The engine computes only on the scratchpad; a TIR pass (``passes.StrawberryDMAPa
 each offloaded conv into tiles that fit the scratchpad's partitions (``tiling``) and inserts,
 around each engine call, the DMA transfers of the weights, the padded input tile and the
 residual in, and of the output tile out (``program``).  The C side is
-``c_runtime/strawberry/strawberry.{h,c}``, a host model of the hardware that fails loudly on a
+``c/strawberry.{h,c}``, a host model of the hardware that fails loudly on a
 read of anything no transfer has written.
 """
 from .backend import StrawberryBackend

@@ -26,8 +26,8 @@ class VanillaAcceleratorBackend(UMABackend):
         super().__init__(merge_compiler_regions=False)
         # The MAC array's window buffer holds this size squared taps (7: a 7x7 or a 9x1 kernel).
         self._register_target_attr("max_kernel_size", default=7)
-        # Extra compiler flags for the kernel library in the MLF (e.g. -march=native); the
-        # library's own are in c_runtime/vanilla/vanilla_accelerator.cflags.
+        # Extra compiler flags for the kernel library in the MLF (e.g. -march=native), written
+        # beside it as vanilla_accelerator.cflags, which the host and board builds read.
         self._register_target_attr("cflags", default="")
         # Its DMA reads NCHW and NHWC feature maps: models keep their layout, no transposes.
         # Weights only need to be constants (TFLite's float16 ones are cast first).

@@ -1,6 +1,6 @@
 """The Strawberry extension: makes ``--target strawberry`` available to tvmc.
 
-    tvmc compile --target strawberry --experimental-tvm-extension examples/ext MODEL -f mlf
+    tvmc compile --target strawberry --experimental-tvm-extension uma_strawberry MODEL -f mlf
     tvmc compile --target "strawberry -scratchpad_bytes=65536, c" ...   (or --target-strawberry-scratchpad_bytes)
 """
 from tvm_extension.api import TVMExtension
