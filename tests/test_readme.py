@@ -1,4 +1,5 @@
-"""Every shell and Python block of README.md runs, in README order, as a user would run it.
+"""Every shell and Python block of README.md and of docs/*.md runs, in order (README first), as a
+user would run it.
 
 The blocks run in a copy of the checkout whose ``.venv`` is set up by the README's own
 ``scripts/env.sh`` (its packages are this environment's, through a ``.pth`` file, so nothing is
@@ -39,19 +40,23 @@ PLACEHOLDERS = {  # file the README names -> the real model behind it
 }
 
 
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def readme_blocks():
-    """(line, language, text) of every fenced block of README.md."""
-    blocks, lines = [], (ROOT / "README.md").read_text().splitlines()
-    start = None
-    for number, line in enumerate(lines, start=1):
-        if line.startswith("```") and start is None:
-            start, language, body = number, line[3:].strip(), []
-        elif line.startswith("```"):
-            blocks.append((start, language, "\n".join(body)))
-            start = None
-        elif start is not None:
-            body.append(line)
-    assert start is None, f"README.md: the block opened on line {start} is not closed"
+    """(document:line, language, text) of every fenced block of the README and the docs."""
+    blocks = []
+    for document in DOCUMENTS:
+        lines, start = document.read_text().splitlines(), None
+        for number, line in enumerate(lines, start=1):
+            if line.startswith("```") and start is None:
+                start, language, body = number, line[3:].strip(), []
+            elif line.startswith("```"):
+                blocks.append((f"{document.relative_to(ROOT)}:{start}", language, "\n".join(body)))
+                start = None
+            elif start is not None:
+                body.append(line)
+        assert start is None, f"{document.name}: the block opened on line {start} is not closed"
     return blocks
 
 
@@ -118,11 +123,11 @@ def _members(archive: Path):
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("line, language, block", BLOCKS, ids=[f"line{b[0]}-{b[1]}" for b in BLOCKS])
+@pytest.mark.parametrize("line, language, block", BLOCKS, ids=[f"{b[0]}-{b[1]}" for b in BLOCKS])
 def test_block_runs(workspace, line, language, block):
     work, env = workspace
     done = _run(block, language, work, env)
-    assert done.returncode == 0, f"README.md line {line}:\n{block}\n--- stdout\n{done.stdout[-3000:]}\n" \
+    assert done.returncode == 0, f"{line}:\n{block}\n--- stdout\n{done.stdout[-3000:]}\n" \
                                  f"--- stderr\n{done.stderr[-3000:]}"
     assert "Traceback" not in done.stderr, done.stderr
     if "vanilla_accelerator]" in block or "tvm_extension/vanilla/" in block:
