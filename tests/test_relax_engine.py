@@ -1,0 +1,81 @@
+"""The Relax engine (apache-tvm 0.27, tvm_extension/relax; docs/relax.md) compiles the example CNN
+for Vanilla: its convs become calls of Vanilla's C API linked into the shared library, and the
+library, run with the Relax VM, agrees with onnx.reference.
+
+The engine runs in its own environment (.venv-relax, made by scripts/env.sh test): its package is
+named tvm like hhb-tvm's, so it runs here as subprocesses; the reference is computed in this one.
+"""
+import re
+import subprocess
+
+import numpy as np
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+from conftest import MODELS, ROOT
+
+RELAX_PYTHON = ROOT / ".venv-relax" / "bin" / "python"
+CNN = MODELS / "cnn.onnx"
+
+
+def relax_engine(*args, cwd):
+    assert RELAX_PYTHON.is_file(), (f"{RELAX_PYTHON} is missing: run `source scripts/env.sh test` (or scripts/test.sh) "
+                                    "to set up the Relax engine's environment")
+    return subprocess.run([str(RELAX_PYTHON), "-m", "tvm_extension.relax", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+
+
+def call_sites(library, kernel="vanilla_conv2dnchw_general"):
+    """How many places of the library's code call ``kernel`` (objdump's disassembly)."""
+    code = subprocess.run(["objdump", "-d", str(library)], capture_output=True, text=True, check=True).stdout
+    return len(re.findall(rf"call\s+\S+\s+<{kernel}(?:@plt)?>", code))
+
+
+@pytest.fixture(scope="module")
+def cnn_library(tmp_path_factory):
+    work = tmp_path_factory.mktemp("relax")
+    done = relax_engine("compile", str(CNN), "--target", "vanilla_accelerator", "-o", "cnn.so", cwd=work)
+    assert done.returncode == 0, done.stderr
+    return work / "cnn.so", done.stdout
+
+
+def test_convs_become_calls_of_vanillas_c_api(cnn_library):
+    library, report = cnn_library
+    # Three of the four convs fit Vanilla; the dilated one stays on the CPU, said with its reason.
+    assert report.splitlines()[0].startswith("vanilla_accelerator: offloaded 3 of 4 conv2d"), report
+    assert "conv2d 16x8x3x3 stays on the CPU: dilation 2x2" in report
+    assert call_sites(library) == 3
+
+
+def test_outputs_agree_with_onnx_reference(cnn_library, tmp_path):
+    library, _ = cnn_library
+    x = np.random.default_rng(24).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=x)
+    done = relax_engine("run", str(library), "-i", "in.npz", "-o", "out.npz", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    with np.load(tmp_path / "out.npz") as out:
+        got = out["output_0"]
+    (expected,) = ReferenceEvaluator(str(CNN)).run(None, {"input": x})
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
+
+
+def test_target_attribute_reaches_the_patterns(tmp_path):
+    """max_kernel_size 3: the 5x5 conv stays on the CPU too, and the kernel is called twice."""
+    done = relax_engine("compile", str(CNN), "--target", "vanilla_accelerator", "-o", "cnn.so",
+                        "--target-vanilla_accelerator-max_kernel_size=3", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "kernel 5x5 larger than the window buffer (max_kernel_size 3)" in done.stdout
+    assert call_sites(tmp_path / "cnn.so") == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--target", "no_such_accelerator"], "error: unknown target 'no_such_accelerator' for the Relax engine "
+                                          "(backends with a relax_patterns.py found: vanilla_accelerator"),
+    (["--target", "vanilla_accelerator", "--target-vanilla_accelerator-max_kernel_size=9"],
+     "error: target 'vanilla_accelerator': attribute 'max_kernel_size' must be between 1 and 8, got 9"),
+])
+def test_user_errors_are_one_line(tmp_path, args, message):
+    done = relax_engine("compile", str(CNN), *args, "-o", "cnn.so", cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.startswith(message) and len(done.stderr.splitlines()) == 1, done.stderr
+    assert not (tmp_path / "cnn.so").exists()

@@ -1,0 +1,93 @@
+"""Command line of the Relax engine (TVMC does not exist in apache-tvm 0.27):
+
+    python -m tvm_extension.relax compile MODEL.onnx --target vanilla_accelerator -o model.so \\
+        [--experimental-tvm-extension FOLDER] [--target-vanilla_accelerator-max_kernel_size=5]
+    python -m tvm_extension.relax run model.so -i in.npz -o out.npz
+
+A mistake the user can fix ends in one line on stderr and exit status 1, nothing at the output.
+"""
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+_TARGET_ATTR = re.compile(r"--target-([A-Za-z0-9_]+)-([A-Za-z0-9_]+)=(.*)")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        sys.exit(f"error: {message}")
+
+
+def _parser():
+    parser = _Parser(prog="python -m tvm_extension.relax", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    compile_ = commands.add_parser("compile", help="compile an ONNX model into a shared library")
+    compile_.add_argument("model")
+    compile_.add_argument("--target", required=True, help="the backend's target name, e.g. vanilla_accelerator")
+    compile_.add_argument("-o", "--output", required=True, help="the shared library to write (.so)")
+    compile_.add_argument("--experimental-tvm-extension", "--experimental-tvmc-extension", action="append",
+                          default=[], dest="extensions", metavar="FOLDER", help="a folder holding backend packages")
+    run = commands.add_parser("run", help="run a compiled library with the Relax VM")
+    run.add_argument("library")
+    run.add_argument("-i", "--inputs", required=True, help=".npz of the inputs, by name")
+    run.add_argument("-o", "--outputs", required=True, help=".npz to write the outputs to (output_0, ...)")
+    return parser
+
+
+def _compile(args, target_attrs):
+    from . import compile_model  # pylint: disable=import-outside-toplevel
+
+    attrs = {}
+    for target, name, value in target_attrs:
+        if target != args.target:
+            raise_user(f"--target-{target}-{name}: '{target}' is not the target compiled for ('{args.target}')")
+        attrs[name] = value
+    for line in compile_model(args.model, args.target, args.output, args.extensions, attrs):
+        print(line)
+
+
+def _run(args):
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    from . import UserError, run_model  # pylint: disable=import-outside-toplevel
+
+    output = Path(args.outputs)
+    if not output.parent.is_dir():
+        raise UserError(f"output folder '{output.parent}' does not exist")
+    try:
+        with np.load(args.inputs) as data:
+            inputs = dict(data)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read inputs '{args.inputs}': {exc}")
+    outputs = run_model(args.library, inputs)
+    partial = output.with_name(output.name + ".partial.npz")  # written whole, then moved in place
+    np.savez(partial, **{f"output_{i}": o for i, o in enumerate(outputs)})
+    os.replace(partial, output)
+
+
+def raise_user(message):
+    from . import UserError  # pylint: disable=import-outside-toplevel
+
+    raise UserError(message)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    target_attrs = [m.groups() for m in map(_TARGET_ATTR.fullmatch, argv) if m]
+    args = _parser().parse_args([a for a in argv if not _TARGET_ATTR.fullmatch(a)])
+    try:
+        from . import UserError, build  # noqa: F401  pylint: disable=import-outside-toplevel
+    except ImportError as exc:  # run with hhb-tvm's environment, or none
+        sys.exit(f"error: the Relax engine needs apache-tvm 0.27 (its own environment: scripts/env.sh test "
+                 f"creates .venv-relax): {exc}")
+    try:
+        _compile(args, target_attrs) if args.command == "compile" else _run(args)
+    except UserError as err:
+        sys.exit(f"error: {err}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

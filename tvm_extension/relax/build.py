@@ -1,0 +1,120 @@
+"""ONNX model -> shared library (the backend's C library linked in) -> outputs with the Relax VM."""
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional
+
+import numpy as np
+
+from . import backends, lower
+from .backends import UserError
+
+
+def _import(model: Path):
+    import onnx  # pylint: disable=import-outside-toplevel
+    from tvm.relax.frontend.onnx import from_onnx  # pylint: disable=import-outside-toplevel
+
+    if not model.is_file():
+        raise UserError(f"model file '{model}' does not exist")
+    if model.suffix != ".onnx":
+        raise UserError(f"'{model}': the Relax engine reads ONNX models (.onnx) only for now")
+    try:
+        proto = onnx.load(str(model))
+    except Exception as exc:
+        raise UserError(f"'{model}' is not a readable ONNX model: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+    try:
+        return from_onnx(proto, keep_params_in_input=False)
+    except Exception as exc:
+        raise UserError(f"TVM's Relax ONNX frontend cannot import '{model}': {(str(exc).strip().splitlines() or [type(exc).__name__])[-1]}")
+
+
+def _attrs(backend, given: Optional[Dict[str, str]]) -> dict:
+    """The backend's target attributes: its defaults, overridden by ``given`` (typed as the default),
+    checked against its ``TARGET_ATTR_RANGES`` ({name: (low, high)}, as the Relay backend's)."""
+    name, attrs = backend.TARGET, dict(backend.TARGET_ATTRS)
+    for attr, value in (given or {}).items():
+        if attr not in attrs:
+            raise UserError(f"target '{name}' has no attribute '{attr}' (known: {', '.join(sorted(attrs)) or 'none'})")
+        try:
+            attrs[attr] = type(attrs[attr])(value)
+        except ValueError:
+            raise UserError(f"target '{name}': attribute '{attr}' must be a {type(attrs[attr]).__name__}, got {value!r}")
+    for attr, (low, high) in getattr(backend, "TARGET_ATTR_RANGES", {}).items():
+        if not low <= attrs[attr] <= high:
+            raise UserError(f"target '{name}': attribute '{attr}' must be between {low} and {high}, got {attrs[attr]!r}")
+    return attrs
+
+
+def _compile_c(sources: List[Path], includes: List[Path], work: Path, flags: List[str]) -> List[str]:
+    """The C library as objects (gcc, C11: export_library links with g++, which would compile .c
+    files as C++); a source's own flags come from ``NAME.cflags`` beside it, as for Relay."""
+    objects = []
+    for source in sources:
+        own = source.with_suffix(".cflags")
+        extra = own.read_text().split() if own.is_file() else []
+        obj = work / f"{source.stem}.o"
+        done = subprocess.run([os.environ.get("CC", "gcc"), "-std=c11", "-fPIC", *flags, *extra,
+                               *(f"-I{i}" for i in includes), "-c", str(source), "-o", str(obj)], capture_output=True, text=True)
+        if done.returncode != 0:
+            errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines() or ["?"]
+            raise UserError(f"the backend's C library does not compile: {errors[0]}")
+        objects.append(str(obj))
+    return objects
+
+
+def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: Optional[Dict[str, str]] = None,
+                  cflags: Iterable[str] = ("-O2",)) -> List[str]:
+    """Compile ``model`` for ``target`` into the shared library ``output``; returns the offload report.
+
+    Written whole or not at all: nothing is left at ``output`` on an error."""
+    from tvm import relax  # pylint: disable=import-outside-toplevel
+
+    model, output = Path(model), Path(output)
+    if not output.parent.is_dir():
+        raise UserError(f"output folder '{output.parent}' does not exist")
+    backend = backends.find(target, paths)
+    attrs = _attrs(backend, attrs)
+    mod = relax.transform.FoldConstant()(_import(model))  # the bias as a constant (ONNX: reshape of one)
+    mod, report = lower.offload(mod, backend, attrs)
+    mod = relax.transform.LegalizeOps()(mod)
+    executable = relax.build(mod, target="llvm")
+    sources, includes = backends.c_library(backend)
+    with tempfile.TemporaryDirectory(prefix="relax-build-") as work:
+        objects = _compile_c(sources, includes, Path(work), list(cflags))
+        built = Path(work) / output.name
+        executable.export_library(str(built), addons=objects, workspace_dir=work)
+        os.replace(built, output)
+    return report
+
+
+def run_model(library, inputs: Dict[str, np.ndarray]) -> List[np.ndarray]:
+    """Run a library built by ``compile_model`` with the Relax VM on named inputs."""
+    import tvm  # pylint: disable=import-outside-toplevel
+    from tvm import relax  # pylint: disable=import-outside-toplevel
+
+    library = Path(library)
+    if not library.is_file():
+        raise UserError(f"library '{library}' does not exist")
+    try:
+        vm = relax.VirtualMachine(tvm.runtime.load_module(str(library)), tvm.cpu())
+    except Exception:
+        raise UserError(f"'{library}' is not a library built by the Relax engine")
+    names = [vm._get_function_param_name("main", i) for i in range(vm._get_function_arity("main"))]
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise UserError(f"no input named {missing[0]!r} (the model's inputs: {', '.join(names)}; given: {', '.join(inputs) or 'none'})")
+    args = []
+    for name in names:
+        value = inputs[name]
+        try:
+            args.append(tvm.runtime.tensor(np.ascontiguousarray(value)))
+        except Exception as exc:
+            raise UserError(f"input {name!r}: {exc}")
+    try:
+        result = vm["main"](*args)
+    except Exception as exc:  # a wrong shape or dtype (the VM's argument checks), a kernel's refusal
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        raise UserError(f"running '{library.name}' failed: {lines[-1] if lines else type(exc).__name__}")
+    outputs = result if isinstance(result, (list, tuple)) or type(result).__name__ == "Array" else [result]
+    return [o.numpy() for o in outputs]

@@ -1,0 +1,101 @@
+"""Partition by the backend's patterns, then lower each match to one call of its C API.
+
+``FuseOpsByPattern`` groups each match into a function marked ``Composite="<target>.<pattern>"``;
+each call of such a function becomes a ``call_tir`` of a PrimFunc whose body is the backend's
+``kernel_call`` (a ``call_extern`` of its C function, linked in by ``build``), its status checked:
+a non-zero status fails the inference instead of returning wrong numbers.
+"""
+import dataclasses
+from typing import Dict, List
+
+import tvm
+from tvm import relax, te, tirx
+
+CONV = "relax.nn.conv2d"
+
+
+@dataclasses.dataclass
+class Match:
+    """One matched function, as ``kernel_call`` sees it."""
+
+    pattern: str  # e.g. "vanilla_accelerator.conv2d_bias_relu"
+    ops: Dict[str, relax.Call]  # {operator name: its call in the function}
+    buffers: Dict[relax.Var, tirx.Buffer]  # the function's parameters' buffers
+    result: tirx.Buffer
+
+    def buffer(self, expr) -> tirx.Buffer:
+        """The buffer of a parameter of the function (an operand of one of ``ops``)."""
+        return self.buffers[expr]
+
+
+def _operators(func: relax.Function) -> Dict[str, relax.Call]:
+    ops = {}
+    relax.analysis.post_order_visit(
+        func.body, lambda e: ops.setdefault(e.op.name, e) if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op) else None)
+    return ops
+
+
+@relax.expr_functor.mutator
+class _Lower(relax.PyExprMutator):
+    def __init__(self, mod, backend, attrs):
+        super().__init__(mod)
+        self.mod_, self.backend, self.attrs = mod, backend, attrs
+        self.offloaded: List[str] = []
+
+    def _composite(self, call):
+        if not isinstance(call.op, relax.GlobalVar):
+            return None
+        func = self.mod_[call.op]
+        name = func.attrs.get("Composite") if isinstance(func, relax.Function) and func.attrs else None
+        return func if name and str(name).startswith(f"{self.backend.TARGET}.") else None
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        func = self._composite(call)
+        if func is None:
+            return call
+        pattern, ops = str(func.attrs["Composite"]), _operators(func)
+        self.offloaded.append(pattern)
+
+        def body(ins, outs):
+            match = Match(pattern, ops, dict(zip(func.params, ins)), outs[0])
+            status = self.backend.kernel_call(match, self.attrs)
+            failed = tvm.ir.StringImm(f"{self.backend.TARGET}: the kernel refused {pattern} (a non-zero status)")
+            # Positional: the constructor takes (condition, kind, message parts), whatever its docstring says.
+            return tirx.AssertStmt(status == 0, tvm.ir.StringImm("RuntimeError"), [failed])
+
+        def compute(*tensors):
+            shape = [int(d) for d in func.ret_ty.shape]
+            return te.extern(shape, list(tensors), body, dtype=str(func.ret_ty.dtype), name=pattern.replace(".", "_"))
+
+        return self.builder_.call_te(compute, *call.args, primfunc_name_hint=pattern.split(".")[-1])
+
+    def transform(self):
+        for gv, func in self.mod_.functions_items():
+            if isinstance(func, relax.Function) and not (func.attrs and "Composite" in func.attrs):
+                self.builder_.update_func(gv, self.visit_expr(func))
+        return self.builder_.get()
+
+
+def _convs(mod) -> List[relax.Call]:
+    convs = []
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(
+                func.body, lambda e: convs.append(e) if isinstance(e, relax.Call) and e.op == tvm.ir.Op.get(CONV) else None)
+    return convs
+
+
+def offload(mod: tvm.IRModule, backend, attrs: dict):
+    """(module with the backend's matches lowered to calls of its C API, report lines)."""
+    mod = relax.transform.FuseOpsByPattern(backend.patterns(attrs), bind_constants=False, annotate_codegen=False)(mod)
+    lowering = _Lower(mod, backend, attrs)
+    mod = relax.transform.DeadCodeElimination()(lowering.transform())
+    left = _convs(mod)
+    convs = sum(p.split(".", 1)[1].startswith("conv2d") for p in lowering.offloaded) + len(left)
+    report = [f"{backend.TARGET}: offloaded {len(lowering.offloaded)} of {convs} conv2d "
+              f"({', '.join(p.split('.', 1)[1] for p in lowering.offloaded) or 'none'})"]
+    for conv in left:
+        shape = "x".join(str(int(d)) for d in conv.args[1].ty.shape)
+        report.append(f"  conv2d {shape} stays on the CPU: {backend.why_not_offloaded(conv, attrs) or 'no pattern matched'}")
+    return mod, report
