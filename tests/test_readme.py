@@ -80,7 +80,7 @@ def _wrapper(path: Path, module: str):
 def workspace(tmp_path_factory):
     work = tmp_path_factory.mktemp("readme") / "checkout"
     shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "out", "build", "__pycache__", ".pytest_cache", ".pkl_memoize_py3", "*.egg-info"))
+        ".git", ".venv", ".venv-relax", "out", "build", "__pycache__", ".pytest_cache", ".pkl_memoize_py3", "*.egg-info"))
     venv = work / ".venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     packages = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import site; print(site.getsitepackages()[0])"],
