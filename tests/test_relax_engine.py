@@ -79,3 +79,27 @@ def test_user_errors_are_one_line(tmp_path, args, message):
     done = relax_engine("compile", str(CNN), *args, "-o", "cnn.so", cwd=tmp_path)
     assert done.returncode == 1 and done.stderr.startswith(message) and len(done.stderr.splitlines()) == 1, done.stderr
     assert not (tmp_path / "cnn.so").exists()
+
+
+BAD_STRIDE = """
+import numpy as np
+from tvm_extension.relax import UserError, backends, compile_model, run_model
+vanilla = backends.find("vanilla_accelerator")
+geometry = vanilla.conv_geometry
+vanilla.conv_geometry = lambda conv: {**geometry(conv), "stride_w": 0}  # VANILLA_ESTRIDE from the kernel
+compile_model(%r, "vanilla_accelerator", "bad.so")
+try:
+    run_model("bad.so", {"input": np.zeros((1, 3, 16, 16), "float32")})
+except UserError as err:
+    print(err)
+"""
+
+
+def test_a_kernels_refusal_fails_the_inference(tmp_path):
+    """A non-zero status of the C kernel is an error at the call, not wrong numbers."""
+    assert RELAX_PYTHON.is_file(), f"{RELAX_PYTHON} is missing: run `source scripts/env.sh test`"
+    done = subprocess.run([str(RELAX_PYTHON), "-c", BAD_STRIDE % str(CNN)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("running 'bad.so' failed: vanilla_accelerator: the kernel refused "
+                                   "vanilla_accelerator.conv2d_relu (a non-zero status)")
