@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, VANILLA_EXT, assert_one_line_error, mlf_sources, run_tvmc
+from tvm_extension.api.resources import data_folder
 from tvm_extension.testing.model_zoo import fetch
 from tvm_extension.mlf import board as boards
 from tvm_extension.mlf import build
@@ -55,12 +56,13 @@ CASES = ALL_CASES if os.environ.get("TVM_EXTENSION_BOARD_NETWORKS") == "all" els
 # plain TVM's C for microcontrollers: AOT, C interface, no vectors (TVMC's microTVM options)
 PLAIN = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api",
          "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
-# Each example backend's C library folder (uma_<name>/c) and its source
+# Each example backend's C library folder (uma_<name>/c), the kit's (which they include), and their sources
 LIBRARY_FOLDERS = {name: Path(importlib.util.find_spec(f"uma_{name}").origin).parent / "c"
                    for name in ("vanilla", "qvanilla", "strawberry", "chocolate")}
+LIBRARY_FOLDERS["kit"] = data_folder("tvm_extension.kit", "c")
 QVANILLA_C = LIBRARY_FOLDERS["qvanilla"]
-KERNEL_LIBRARIES = ["vanilla/vanilla_accelerator.c", "qvanilla/qvanilla.c", "strawberry/strawberry.c",
-                    "chocolate/chocolate.c"]
+KERNEL_LIBRARIES = ["kit/kit_conv_f32.c", "vanilla/vanilla_accelerator.c", "qvanilla/qvanilla.c",
+                    "strawberry/strawberry.c", "chocolate/chocolate.c"]
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +205,7 @@ def test_qvanilla_kernels_on_board_equal_the_host(tmp_path, board):
     spec, files = boards.BOARDS[board], boards.BOARD_FILES
     driver = tmp_path / "driver.c"
     driver.write_text(KERNEL_DRIVER)
-    library = [f"-I{QVANILLA_C}", str(QVANILLA_C / "qvanilla.c")]
+    library = [f"-I{QVANILLA_C}", f"-I{LIBRARY_FOLDERS['kit']}", str(QVANILLA_C / "qvanilla.c")]
     subprocess.run(["gcc", "-O2", "-std=c11", str(driver), *library, "-o", str(tmp_path / "host")], check=True)
     subprocess.run([str(tmp_path / "host"), str(tmp_path / "host.bin")], check=True)
     elf = tmp_path / "driver.elf"
@@ -245,7 +247,7 @@ def test_kernel_libraries_build_for_cortex_m_without_warnings(tmp_path, board, l
                            "-Wextra", "-Werror", *folders, "-c", str(LIBRARY_FOLDERS[backend] / source), "-o", str(obj)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    if library.startswith(("vanilla", "qvanilla")):  # kernels: no allocator, no stdio
+    if library.startswith(("kit", "vanilla", "qvanilla")):  # kernels: no allocator, no stdio
         undefined = subprocess.run(["arm-none-eabi-nm", "-u", str(obj)], capture_output=True, text=True).stdout
         names = {line.split()[-1] for line in undefined.splitlines()}
         assert not names & {"malloc", "calloc", "realloc", "free", "printf", "fprintf", "fopen"}, names

@@ -19,9 +19,10 @@ import pytest
 from tvm_extension.kit import quantization
 from uma_qvanilla import packing
 from uma_qvanilla.codegen import KERNEL_DIR as QVANILLA
-from uma_vanilla.codegen import KERNEL_DIR as VANILLA
+from uma_vanilla.codegen import KERNEL_DIR as VANILLA, KIT_DIR as KIT
 
-SOURCES = [VANILLA / "vanilla_accelerator.c", QVANILLA / "qvanilla.c"]
+# The kit's conv engine first (VANILLA_BUILDS' flags are for it), then Vanilla's entries over it.
+SOURCES = [KIT / "kit_conv_f32.c", VANILLA / "vanilla_accelerator.c", QVANILLA / "qvanilla.c"]
 
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:halt_on_error=1",
@@ -228,7 +229,7 @@ def drivers(tmp_path_factory):
     work = tmp_path_factory.mktemp("sanitizers")
     source = work / "driver.c"
     source.write_text(DRIVER)
-    common = ["-std=c99", "-Wall", "-Wextra", f"-I{VANILLA}", f"-I{QVANILLA}", str(source), *map(str, SOURCES)]
+    common = ["-std=c99", "-Wall", "-Wextra", f"-I{VANILLA}", f"-I{QVANILLA}", f"-I{KIT}", str(source), *map(str, SOURCES)]
     built = {}
     for name, flags in (("plain", ["-O2"]), ("sanitized", ["-O2", *SANITIZE])):
         executable = work / f"driver_{name}"
@@ -253,16 +254,16 @@ def run_both(drivers, calls):
 # ---------------------------------------------------------------------------------------------
 # Vanilla (float32)
 
-# Vanilla's library as shipped (-O2), with the host's vector units and FMA (-march=native: fmaf,
-# 8 x 16 register blocks on AVX-512) and with odd register blocks (3 x 6) that leave partial
-# blocks everywhere; the rest of the driver as shipped.
-VANILLA_BUILDS = {"O2": None, "native": ["-O2", "-march=native"], "odd_blocks": ["-O2", "-DVANILLA_MR=3",
-                                                                                 "-DVANILLA_NR=6"]}
+# Vanilla's conv engine (the kit's) as shipped (-O2), with the host's vector units and FMA
+# (-march=native: fmaf, 8 x 16 register blocks on AVX-512) and with odd register blocks (3 x 6)
+# that leave partial blocks everywhere; the rest of the driver as shipped.
+VANILLA_BUILDS = {"O2": None, "native": ["-O2", "-march=native"],
+                  "odd_blocks": ["-O2", "-DKIT_CONV_F32_MR=3", "-DKIT_CONV_F32_NR=6"]}
 
 
 @pytest.fixture(scope="module", params=list(VANILLA_BUILDS))
 def vdrivers(request, drivers, tmp_path_factory):
-    """Like drivers, with vanilla_accelerator.c compiled with one of VANILLA_BUILDS' flags."""
+    """Like drivers, with the conv engine (kit_conv_f32.c) compiled with one of VANILLA_BUILDS' flags."""
     flags = VANILLA_BUILDS[request.param]
     if flags is None:
         return drivers
@@ -271,13 +272,13 @@ def vdrivers(request, drivers, tmp_path_factory):
     source.write_text(DRIVER)
     built = {}
     for name, extra in (("plain", []), ("sanitized", SANITIZE)):
-        library = work / f"vanilla_{name}.o"
+        library = work / f"kit_conv_f32_{name}.o"
         done = subprocess.run(["gcc", *flags, *extra, "-std=c99", "-Wall", "-Wextra", "-c", "-o", str(library),
-                               str(SOURCES[0])], capture_output=True, text=True)
+                               f"-I{KIT}", str(SOURCES[0])], capture_output=True, text=True)
         assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
         executable = work / f"driver_{name}"
-        done = subprocess.run(["gcc", "-O2", *extra, "-std=c99", f"-I{VANILLA}", f"-I{QVANILLA}", "-o",
-                               str(executable), str(source), str(library), *map(str, SOURCES[1:])],
+        done = subprocess.run(["gcc", "-O2", *extra, "-std=c99", f"-I{VANILLA}", f"-I{QVANILLA}", f"-I{KIT}",
+                               "-o", str(executable), str(source), str(library), *map(str, SOURCES[1:])],
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         env = dict(os.environ, **SANITIZER_ENV)

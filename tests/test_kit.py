@@ -3,6 +3,7 @@ split of a match, the quantization arithmetic against TVM's CPU build and exact 
 c_limits on a header of its own, the layout and fold passes against the graph they rewrite.
 And the import graph: no backend imports another, the framework imports no backend."""
 import ast
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -491,16 +492,76 @@ def test_the_framework_imports_no_backend():
     assert crossing == []
 
 
-def test_a_backend_finds_another_librarys_folder_without_importing_it():
-    """Strawberry and Chocolate include Vanilla's and QVanilla's headers: found by package name."""
-    script = ("import sys, uma_strawberry, uma_chocolate\n"
-              "from uma_strawberry.codegen import gen_includes as s\n"
-              "from uma_chocolate.codegen import gen_includes as c\n"
-              "print(sorted(m for m in sys.modules if m.startswith(('uma_vanilla', 'uma_qvanilla'))))\n"
-              "print(s() + c())\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
-    loaded, *includes = done.stdout.splitlines()
-    assert loaded == "[]"
-    headers = [line.split('"')[1] for line in includes if line.startswith("#include")]
-    assert [h.split("/")[-1] for h in headers] == ["strawberry.h", "vanilla_accelerator.h", "chocolate.h", "qvanilla.h"]
-    assert all(Path(h).is_file() for h in headers)
+def test_a_backend_includes_only_its_own_c_and_the_kits():
+    """Each backend folder stands alone: its codegen names its own C folder and the kit's (loading
+    no other backend), its C includes only files of those two folders, and no backend names
+    another's data folder."""
+    assert [p for b in BACKENDS for p in sorted((ROOT / b).rglob("*.py")) if 'data_folder("uma_' in p.read_text()] == []
+    kit_c = ROOT / "tvm_extension" / "kit" / "c"
+    for backend in BACKENDS:
+        own = ROOT / backend / backend / "c"
+        script = (f"import sys\nfrom {backend}.codegen import gen_includes\nincludes = gen_includes()\n"
+                  f"print(sorted(m.split('.')[0] for m in sys.modules if m.startswith('uma_')))\nprint(includes)\n")
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+        loaded, *includes = done.stdout.splitlines()
+        assert set(eval(loaded)) == {backend}, loaded
+        headers = [Path(line.split('"')[1]) for line in includes if line.startswith("#include")]
+        assert {h.parent for h in headers} == {own, kit_c} and all(h.is_file() for h in headers), headers
+        for source in sorted(own.iterdir()):
+            for name in re.findall(r'^#include "([^"]+)"', source.read_text(), re.MULTILINE):
+                assert (own / name).is_file() or (kit_c / name).is_file(), f"{source.name} includes {name}"
+
+
+KIT_DRIVER = r"""
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kit_conv_f32.h"
+#include "kit_requantize.h"
+
+int main(void) {
+  /* statuses: a NULL geometry, depthwise ic != oc, too many taps, the order of two problems, check() */
+  float in[81], w[81], out[81];
+  for (int i = 0; i < 81; ++i) in[i] = (float)(i % 7 - 3), w[i] = (float)(i % 5 - 2);
+  const kit_conv_f32_geometry ok = {1, 1, 9, 9, 1, 1, 9, 9, 1, 1, 0, 0}, wide = {2, 1, 9, 9, 1, 1, 9, 9, 1, 1, 0, 0};
+  const kit_conv_f32_geometry bad = {0, 1, 9, 9, 1, 1, 9, 9, 1, 1, 0, 0};
+  printf("%d %d %d %d %d %d\n", (int)kit_conv2d_f32_nchw(in, w, NULL, NULL, NULL, out, NULL, -FLT_MAX, FLT_MAX),
+         (int)kit_depthwise_conv2d_f32_nhwc(in, w, NULL, NULL, NULL, out, &wide, -FLT_MAX, FLT_MAX),
+         (int)kit_depthwise_conv2d_f32_nchw(in, w, NULL, NULL, NULL, out, &ok, -FLT_MAX, FLT_MAX),
+         (int)kit_conv2d_f32_nhwc(NULL, w, NULL, NULL, NULL, out, &bad, -FLT_MAX, FLT_MAX),
+         (int)kit_conv_f32_check(in, w, out, &ok, 1.0f, 0.0f, 0), (int)kit_conv_f32_check(in, w, out, &ok, 0, 1, 0));
+  /* a 9x9 dense conv of small integers: exact in float */
+  const int32_t status = kit_conv2d_f32_nchw(in, w, NULL, NULL, NULL, out, &ok, -FLT_MAX, FLT_MAX);
+  printf("%d %.1f\n", (int)status, out[0]);
+  long long acc, multiplier, shift;
+  while (scanf("%lld %lld %lld", &acc, &multiplier, &shift) == 3)
+    printf("%ld %ld\n", (long)kit_requantize((int32_t)acc, (int32_t)multiplier, (int32_t)shift),
+           (long)kit_requantize_tflite((int32_t)acc, (int32_t)multiplier, (int32_t)shift));
+  return 0;
+}
+"""
+
+
+def test_kit_c_library_under_sanitizers(tmp_path):
+    """The kit's C (tvm_extension/kit/c) built alone with -fsanitize=address,undefined: the conv
+    engine's status codes in their order and one exact result; both requantizations against the
+    Python references over the whole shift range, at int32's edges."""
+    kit_c = ROOT / "tvm_extension" / "kit" / "c"
+    codes = limits.c_limits(kit_c / "kit_conv_f32.h", "KIT_CONV_F32_")
+    (tmp_path / "driver.c").write_text(KIT_DRIVER)
+    subprocess.run(["gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=all", f"-I{kit_c}", "-o", str(tmp_path / "driver"), str(tmp_path / "driver.c"),
+                    str(kit_c / "kit_conv_f32.c")], check=True)
+    edges = [0, 1, -1, 3, -3, (1 << 31) - 1, -(1 << 31), 1 << 30, -(1 << 30) - 1]
+    cases = [(a, m, s) for a in edges + list(RNG.integers(-(1 << 31), 1 << 31, 4))
+             for m in [1 << 30, (1 << 31) - 1, 1518500250, -(1 << 31)] for s in range(-31, 31)]
+    done = subprocess.run([str(tmp_path / "driver")], input="".join(f"{a} {m} {s}\n" for a, m, s in cases),
+                          capture_output=True, text=True, check=True)
+    assert done.stderr == ""
+    statuses, conv, *requantized = done.stdout.splitlines()
+    assert statuses.split() == [str(codes[c]) for c in ("EINVAL", "ESIZE", "ETAPS", "EINVAL", "ECLAMP", "OK")]
+    weights = np.arange(81) % 5 - 2
+    assert conv.split() == [str(codes["OK"]), f"{float(np.dot(np.arange(81) % 7 - 3, weights)):.1f}"]
+    for (a, m, s), line in zip(cases, requantized, strict=True):
+        assert [int(v) for v in line.split()] == [upward_reference(int(a), m, s), int(tflite_reference(a, m, s))], (a, m, s)

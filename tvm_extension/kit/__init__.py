@@ -39,4 +39,13 @@ TIR:
 
 * ``scopes``: ``scratchpad_scope`` (a memory scope per scratchpad partition and size,
   registered once with TVM's memory info).
+
+C (the folder ``c/``, found with ``tvm_extension.api.resources.data_folder("tvm_extension.kit", "c")``;
+a backend's ``codegen.py`` includes a header from it by absolute path, and the framework ships the
+folder into the MLF once):
+
+* ``kit_conv_f32.{h,c}``: a float32 Conv2D engine, dense and depthwise, NCHW and NHWC, with its
+  output stage (bias, residual, PReLU, clamp); ``KIT_CONV_F32_MAX_TAPS`` for ``limits.c_limits``.
+* ``kit_requantize.h``: TVM's and TFLite's fixed-point requantization (``kit_requantize``,
+  ``kit_requantize_tflite``), header only.
 """

@@ -2,7 +2,7 @@
 tile as compiled code drives them, bit-exact with numpy; the counters; and a distinct status code
 plus one stderr line for every kind of misuse.
 
-The library (with QVanilla's, whose requantization its output stage calls) is linked into a small
+The library (with the kit's requantization header, which its output stage calls) is linked into a small
 driver three times: as shipped (-O2), with ``-fsanitize=address,undefined -fno-sanitize-recover=all``,
 and sanitized with ``-DCHOCOLATE_COMPLETION_INTERRUPT`` (the core's completion by interrupt instead
 of polling).  The tests run against the three builds: the driver executes one call per request it
@@ -23,13 +23,13 @@ import pytest
 
 from tvm_extension.kit.quantization import channel_params, requantize
 
-from uma_chocolate.codegen import KERNEL_DIR as CHOCOLATE, QVANILLA_DIR as QVANILLA
+from uma_chocolate.codegen import KERNEL_DIR as CHOCOLATE, KIT_DIR as KIT
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1",
                  "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
 BUILDS = {"plain": ["-O2"], "sanitized": ["-O1", *SANITIZE],
           "interrupt": ["-O2", "-DCHOCOLATE_COMPLETION_INTERRUPT", *SANITIZE]}
-CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{CHOCOLATE}", f"-I{QVANILLA}"]
+CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{CHOCOLATE}", f"-I{KIT}"]
 
 DRIVER = r"""
 #include <stdint.h>
@@ -142,7 +142,7 @@ def compile_driver(work, kind):
     (work / "driver.c").write_text(DRIVER)
     exe = work / "driver"
     done = subprocess.run(["gcc", *CFLAGS, *BUILDS[kind], "-o", str(exe), str(work / "driver.c"),
-                           str(CHOCOLATE / "chocolate.c"), str(QVANILLA / "qvanilla.c")],
+                           str(CHOCOLATE / "chocolate.c")],
                           capture_output=True, text=True)
     assert done.returncode == 0 and done.stderr == "", done.stderr  # no warning either
     return exe

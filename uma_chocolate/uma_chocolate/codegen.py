@@ -1,11 +1,11 @@
-"""C code put in front of every function offloaded to Chocolate: its C API's header, and
-QVanilla's, whose requantization the core's output stage uses (QVanilla's folder is found by
-its package's name, without importing QVanilla)."""
+"""C code put in front of every function offloaded to Chocolate: its C API's header, and the
+kit's requantization header, whose rounding the core's output stage uses (the framework ships
+each header's folder once)."""
 from tvm_extension.api.resources import data_folder
 
 KERNEL_DIR = data_folder(__package__, "c")
-QVANILLA_DIR = data_folder("uma_qvanilla", "c")
+KIT_DIR = data_folder("tvm_extension.kit", "c")  # the kit's C library: requantization
 
 
 def gen_includes() -> str:
-    return f'#include "{KERNEL_DIR / "chocolate.h"}"\n#include "{QVANILLA_DIR / "qvanilla.h"}"\n'
+    return f'#include "{KERNEL_DIR / "chocolate.h"}"\n#include "{KIT_DIR / "kit_requantize.h"}"\n'

@@ -19,7 +19,7 @@ from tvm_extension.kit import quantization
 from tvm_extension.mlf import build
 from tvm_extension.testing import (fetch, kernel_calls, mlf_sources, onnxruntime_reference, qdq_model, run_tvmc,
                                    tflite_reference, tvm_cpu_reference)
-from uma_qvanilla.codegen import KERNEL_DIR
+from uma_qvanilla.codegen import KERNEL_DIR, KIT_DIR
 
 
 def compile_and_compare(tmp_path, model, framework_reference, offloads, seed=0, integer_graph=False):
@@ -142,7 +142,7 @@ def test_tflite_int8_relu_relu6(tmp_path, scales):
 
 def test_requantize_matches_python(tmp_path):
     library = tmp_path / "libqvanilla.so"
-    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", str(library),
+    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", f"-I{KIT_DIR}", "-o", str(library),
                     str(KERNEL_DIR / "qvanilla.c")], check=True)
     lib = ctypes.CDLL(str(library))
     lib.qvanilla_requantize.restype = ctypes.c_int32
@@ -182,7 +182,7 @@ def test_requantize_tflite_matches_python(tmp_path):
     MultiplyByQuantizedMultiplier: multipliers and shifts as QuantizeMultiplier makes them
     (ratios 1e-6 .. 4: shifts -19 .. 2), and any int32 multiplier with any shift in [-31, 30]."""
     library = tmp_path / "libqvanilla.so"
-    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", str(library),
+    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", f"-I{KIT_DIR}", "-o", str(library),
                     str(KERNEL_DIR / "qvanilla.c")], check=True)
     lib = ctypes.CDLL(str(library))
     lib.qvanilla_requantize_tflite.restype = ctypes.c_int32

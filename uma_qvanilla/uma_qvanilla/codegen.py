@@ -1,8 +1,10 @@
-"""C code put in front of every function offloaded to QVanilla: the kernel library's header."""
+"""C code put in front of every function offloaded to QVanilla: the kernel library's header, and
+the kit's requantization header it includes (the framework ships each header's folder once)."""
 from tvm_extension.api.resources import data_folder
 
 KERNEL_DIR = data_folder(__package__, "c")
+KIT_DIR = data_folder("tvm_extension.kit", "c")  # the kit's C library: requantization
 
 
 def gen_includes() -> str:
-    return f'#include "{KERNEL_DIR / "qvanilla.h"}"\n'
+    return f'#include "{KERNEL_DIR / "qvanilla.h"}"\n#include "{KIT_DIR / "kit_requantize.h"}"\n'

@@ -2,7 +2,7 @@
 on scratchpad addresses, counters, and a distinct status code plus one stderr line for every
 kind of misuse.
 
-The library (with Vanilla's engine, which it calls) is linked into a small driver twice: as
+The library (with the kit's conv engine, which it calls) is linked into a small driver twice: as
 shipped (-O2) and with ``-fsanitize=address,undefined -fno-sanitize-recover=all``.  Every test
 runs against both builds: the driver executes one call per request it reads on stdin and
 answers at once, host arrays live in the driver's own mallocs of exactly their size (so ASan
@@ -19,7 +19,8 @@ import pytest
 
 
 
-from uma_strawberry.codegen import KERNEL_DIR as STRAWBERRY, VANILLA_DIR as VANILLA
+from tvm_extension.kit.limits import c_limits
+from uma_strawberry.codegen import KERNEL_DIR as STRAWBERRY, KIT_DIR as KIT
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1",
                  "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
@@ -133,8 +134,8 @@ def driver_build(request, tmp_path_factory):
     flags = ["-O2"] if request.param == "plain" else ["-O1", *SANITIZE]
     exe = work / "driver"
     done = subprocess.run(
-        ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", *flags, f"-I{STRAWBERRY}", f"-I{VANILLA}",
-         "-o", str(exe), str(work / "driver.c"), str(STRAWBERRY / "strawberry.c"), str(VANILLA / "vanilla_accelerator.c"),
+        ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", *flags, f"-I{STRAWBERRY}", f"-I{KIT}",
+         "-o", str(exe), str(work / "driver.c"), str(STRAWBERRY / "strawberry.c"), str(KIT / "kit_conv_f32.c"),
          "-lm"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return request.param, exe
@@ -539,13 +540,14 @@ def test_conv_misuse(device, addr_changes, size_changes, bounds, code, fragment)
 
 
 def test_conv_engine_refusal(device):
-    """Vanilla's depthwise window holds 64 taps: a 9x9 depthwise conv is refused by the engine."""
+    """The kit engine's depthwise window holds 64 taps: a 9x9 depthwise conv is refused by the engine."""
     assert device.init(spad=8192) == 0
     slot = device.host(np.ones(81))
     for addr in (0, 400):
         assert device.dma_in(addr, slot, (1, 1, 81), (0, 0, 1), (0, 0, 0), (1, 1, 81)) == 0
+    etaps = c_limits(KIT / "kit_conv_f32.h", "KIT_CONV_F32_")["ETAPS"]
     fails(device, device.conv("nchw", True, [0, 400, -1, -1, -1, 800], [1, 9, 9, 9, 9, 1, 1, 1, 1]), "EENGINE",
-          "strawberry_depthwise_conv2d_nchw", "Vanilla status 7")
+          "strawberry_depthwise_conv2d_nchw", f"kit status {etaps}")
 
 
 def test_first_listed_code_wins(device):

@@ -1,9 +1,9 @@
-"""Relay patterns offloaded to Strawberry: Vanilla's (its conv engine is Vanilla's), plus one
+"""Relay patterns offloaded to Strawberry: Vanilla's (both compute on the kit's conv engine), plus one
 condition of its own: the layer must fit the scratchpad at some split (``tiling.plan_layer``).
 
 The patterns, the split of a matched expression into conv / bias / residual / activation and
 the reasons a conv engine refuses a match are the kit's (``tvm_extension.kit.conv_patterns``);
-the engine's own limits are read from Vanilla's C header.
+the engine's own limits are read from the kit's C header (kit_conv_f32.h).
 """
 from typing import Optional
 
@@ -13,12 +13,12 @@ from tvm_extension.kit.conv_patterns import (  # noqa: F401  (the patterns the b
 )
 from tvm_extension.kit.limits import c_limits
 
-from .codegen import VANILLA_DIR
+from .codegen import KIT_DIR
 from .tiling import Config, Layer, Unfit, plan_layer
 
 # The engine's window buffer (Vanilla's max_kernel_size default): 49 taps in any shape.
 MAX_KERNEL_SIZE = 7
-MAX_TAPS = c_limits(VANILLA_DIR / "vanilla_accelerator.h", "VANILLA_")["MAX_TAPS"]  # its depthwise buffer
+MAX_TAPS = c_limits(KIT_DIR / "kit_conv_f32.h", "KIT_CONV_F32_")["MAX_TAPS"]  # its depthwise buffer
 
 
 def hard_activation_reason(clip) -> Optional[str]:

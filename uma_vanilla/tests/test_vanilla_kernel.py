@@ -8,9 +8,10 @@ import pytest
 
 
 
-from uma_vanilla.codegen import KERNEL_DIR
+from uma_vanilla.codegen import KERNEL_DIR, KIT_DIR
 
 KERNEL = KERNEL_DIR / "vanilla_accelerator.c"
+ENGINE = KIT_DIR / "kit_conv_f32.c"  # the kit's conv engine the entries wrap
 # The header's status codes: {"OK": 0, "EINVAL": ..., ...}
 STATUS = {m.group(1): int(m.group(2)) for m in re.finditer(
     r"^#define VANILLA_(\w+) (\d+)", KERNEL.with_suffix(".h").read_text(), re.MULTILINE)}
@@ -19,12 +20,14 @@ STATUS = {m.group(1): int(m.group(2)) for m in re.finditer(
 # The library as the host build compiles it (-O2: SSE2, a multiply then an add), with the host's
 # vector units and FMA (-O3 -march=native: fmaf, 8 x 16 register blocks on AVX-512), and with odd
 # register blocks (3 x 6, half-width kernel of 3 lanes) that leave partial blocks everywhere.
-FLAGS = {"O2": ["-O2"], "native": ["-O3", "-march=native"], "odd_blocks": ["-O2", "-DVANILLA_MR=3", "-DVANILLA_NR=6"]}
+FLAGS = {"O2": ["-O2"], "native": ["-O3", "-march=native"],
+         "odd_blocks": ["-O2", "-DKIT_CONV_F32_MR=3", "-DKIT_CONV_F32_NR=6"]}
 
 
 def build(directory, flags):
     library = directory / "libvanilla.so"
-    subprocess.run(["gcc", *flags, "-std=c11", "-shared", "-fPIC", "-o", str(library), str(KERNEL)], check=True)
+    subprocess.run(["gcc", *flags, "-std=c11", "-shared", "-fPIC", f"-I{KIT_DIR}", "-o", str(library), str(KERNEL),
+                    str(ENGINE)], check=True)
     lib = ctypes.CDLL(str(library))
     lib.build_flags = flags
     for layout in ("nchw", "nhwc"):
@@ -247,8 +250,8 @@ def test_whole_output_stage_agrees_in_both_layouts(vanilla, oc, ic, ih, iw, kh, 
 def test_results_do_not_depend_on_the_register_blocks(vanilla, tmp_path):
     """Every output sums its products in one order whatever the tiling: the library built with
     other register blocks (and so other tiles and chunks) gives the same bits."""
-    other = build(tmp_path, [f for f in vanilla.build_flags if not f.startswith("-D")] + ["-DVANILLA_MR=5",
-                                                                                          "-DVANILLA_NR=10"])
+    other = build(tmp_path, [f for f in vanilla.build_flags if not f.startswith("-D")] + ["-DKIT_CONV_F32_MR=5",
+                                                                                          "-DKIT_CONV_F32_NR=10"])
     rng = np.random.default_rng(2)
     for oc, ic, ih, iw, kh, kw, stride, pad in STAGE_SHAPES + [(16, 24, 13, 40, 5, 5, (1, 1), (2, 2))]:
         ifmap = rng.standard_normal((ic, ih, iw)).astype(np.float32)

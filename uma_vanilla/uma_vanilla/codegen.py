@@ -1,12 +1,15 @@
-"""C code put in front of every function offloaded to Vanilla: the kernel library's header.
+"""C code put in front of every function offloaded to Vanilla: the kernel library's header, and
+the header of the kit's float conv engine that the library wraps.
 
-The absolute path names the library; the framework packages the header's folder once
-into the output and rewrites the include to the bare file name.
+The absolute paths name the libraries; the framework packages each header's folder once
+into the output (vanilla_accelerator.c and kit_conv_f32.c) and rewrites the includes to
+bare file names.
 """
 from tvm_extension.api.resources import data_folder
 
 KERNEL_DIR = data_folder(__package__, "c")
+KIT_DIR = data_folder("tvm_extension.kit", "c")  # the kit's C library: the conv engine
 
 
 def gen_includes() -> str:
-    return f'#include "{KERNEL_DIR / "vanilla_accelerator.h"}"\n'
+    return f'#include "{KERNEL_DIR / "vanilla_accelerator.h"}"\n#include "{KIT_DIR / "kit_conv_f32.h"}"\n'

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qvanilla.h" /* qvanilla_requantize: the output stage's rounding, TVM's */
+#include "kit_requantize.h" /* kit_requantize: the output stage's rounding, TVM's */
 
 #define SATURATED ((int64_t)1 << 62)
 
@@ -433,7 +433,7 @@ int32_t chocolate_store(void* output, int32_t acc, int32_t m0, int32_t n0) {
         ((float*)output)[at] = v < c->lo ? c->lo : v > c->hi ? c->hi : v;
       } else {
         const int32_t v = wrap32((uint32_t)load_i32(pc) + (uint32_t)c->table[n]);
-        int64_t r = (int64_t)qvanilla_requantize(v, c->table[channels + n], c->table[2 * channels + n]) + c->output_zp;
+        int64_t r = (int64_t)kit_requantize(v, c->table[channels + n], c->table[2 * channels + n]) + c->output_zp;
         r = r < c->act_min ? c->act_min : r > c->act_max ? c->act_max : r;
         ((int8_t*)output)[at] = (int8_t)r;
       }

@@ -67,7 +67,7 @@ int32_t chocolate_begin(int32_t spad_bytes, int32_t tile_m, int32_t tile_n, int3
  * registers): int32 [3][channels] rows of bias, multiplier, shift; the output stage of
  * channel n is
  *   clamp(output_zp + requant(acc + bias[n], multiplier[n], shift[n]), act_min, act_max)
- * with TVM's qnn.requantize rounding (qvanilla_requantize).  -128 <= act_min <= act_max <= 127. */
+ * with TVM's qnn.requantize rounding (kit_requantize, kit_requantize.h).  -128 <= act_min <= act_max <= 127. */
 int32_t chocolate_configure_s8(int32_t rows, int32_t channels, int32_t depth, int32_t ih, int32_t iw, int32_t ic,
                                int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
                                int32_t pad_left, int32_t ow, int32_t input_zp, int32_t* channel_table,

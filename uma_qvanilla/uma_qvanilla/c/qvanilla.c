@@ -33,6 +33,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kit_requantize.h" /* the requantizations (qvanilla_requantize*), and their helpers */
+
+/* The shifts this library accepts are those the kit's requantizations are exact in (C99 check). */
+typedef char qvanilla_shifts_are_the_kits[QVANILLA_SHIFT_MIN == KIT_REQUANTIZE_SHIFT_MIN &&
+                                          QVANILLA_SHIFT_MAX == KIT_REQUANTIZE_SHIFT_MAX ? 1 : -1];
+
 /* Microcontrollers (Arm M profile: 13 general registers, no 64-bit or float vectors): the output
  * stage one channel at a time in 32-bit words (requant_columns()) instead of the vector lanes'
  * float set-up; with the DSP extension (Cortex-M4, M7, M33, M55), dense dot products two int16
@@ -73,72 +79,14 @@ enum {
 
 static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
 
-/* floor(x / 2^n), 0 <= n < 64: an arithmetic right shift, spelled so that standard C defines it
- * (>> of a negative value is implementation-defined); gcc and clang emit one sar for it. */
-static int64_t floor_shift(int64_t x, int n) { return x < 0 ? ~(~x >> n) : x >> n; }
 
-/* round_half_up(acc * multiplier * 2^(shift - 31)) saturated to int32, for shift in [-31, 62].
- * |acc * multiplier| <= 2^62; a left shift that would take it to 2^62 or beyond saturates first
- * (the result is beyond int32 then anyway), so nothing overflows 64 bits. */
-static inline int32_t requantize(int32_t acc, int32_t multiplier, int shift) {
-  int64_t x = (int64_t)acc * multiplier;
-  int right = 31;
-  if (shift > 0) {
-    const int64_t limit = (int64_t)1 << (62 - shift);
-    if (x >= limit) return INT32_MAX;
-    if (x <= -limit) return INT32_MIN;
-    x *= (int64_t)1 << shift;
-  } else {
-    right -= shift; /* 31 .. 62 */
-  }
-  x = floor_shift(x + ((int64_t)1 << (right - 1)), right); /* rounds ties upward */
-  return x > INT32_MAX ? INT32_MAX : x < INT32_MIN ? INT32_MIN : (int32_t)x;
-}
-
+/* The requantizations are the kit's (kit_requantize.h). */
 int32_t qvanilla_requantize(int32_t acc, int32_t multiplier, int32_t shift) {
-  if (shift < QVANILLA_SHIFT_MIN) {
-    /* A right shift by 63 or more: (x + 2^(right-1)) / 2^right with |x| <= 2^62 rounds to 0,
-     * but for x = 2^62 (acc = multiplier = INT32_MIN) at right = 63, which is exactly 1/2. */
-    return shift == QVANILLA_SHIFT_MIN - 1 && (int64_t)acc * multiplier == (int64_t)1 << 62;
-  }
-  if (shift > 62) { /* any non-zero product leaves int32 */
-    const int64_t x = (int64_t)acc * multiplier;
-    return x > 0 ? INT32_MAX : x < 0 ? INT32_MIN : 0;
-  }
-  return requantize(acc, multiplier, shift);
-}
-
-/* The int32 a two's-complement adder holds as u (no implementation-defined conversion). */
-static int32_t wrapped(uint32_t u) {
-  return u <= INT32_MAX ? (int32_t)u : (int32_t)(u - 2147483648u) - INT32_MAX - 1;
-}
-
-/* gemmlowp's SaturatingRoundingDoublingHighMul: a * b / 2^31, nudged by 2^30 (1 - 2^30 if the
- * product is negative) and truncated toward zero as C's division does; INT32_MAX for the one
- * product whose quotient leaves int32 (a = b = INT32_MIN, 2^62).  Otherwise |a * b| < 2^62 and the
- * quotient is in [-2^31 + 1, 2^31 - 1]. */
-static int32_t doubling_high_mul(int32_t a, int32_t b) {
-  if (a == INT32_MIN && b == INT32_MIN) return INT32_MAX;
-  const int64_t ab = (int64_t)a * b;
-  const int64_t nudge = ab >= 0 ? (int64_t)1 << 30 : 1 - ((int64_t)1 << 30);
-  return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
-}
-
-/* gemmlowp's RoundingDivideByPOT: x / 2^exponent rounded half away from zero, exponent in [0, 31]:
- * the floor, plus one where the remainder (x's low bits, x & mask) passes half (half less one if
- * x >= 0, so that a positive tie goes up, a negative one down). */
-static int32_t divide_by_pot(int32_t x, int exponent) {
-  const uint32_t mask = (uint32_t)(((uint64_t)1 << exponent) - 1);
-  const uint32_t remainder = (uint32_t)x & mask; /* modulo 2^32: two's complement's low bits */
-  const uint32_t threshold = (mask >> 1) + (x < 0 ? 1u : 0u);
-  return (int32_t)(floor_shift(x, exponent) + (remainder > threshold ? 1 : 0)); /* +1 only if exponent > 0 */
+  return kit_requantize(acc, multiplier, shift);
 }
 
 int32_t qvanilla_requantize_tflite(int32_t acc, int32_t multiplier, int32_t shift) {
-  if (shift < QVANILLA_SHIFT_MIN) return 0; /* |h| < 2^31: |h / 2^-shift| < 1/2, rounded to 0 */
-  /* acc * 2^left in int32 arithmetic, i.e. modulo 2^32: 0 from left = 32 on */
-  const uint32_t x = shift <= 0 ? (uint32_t)acc : shift < 32 ? (uint32_t)acc << shift : 0u;
-  return divide_by_pot(doubling_high_mul(wrapped(x), multiplier), shift < 0 ? -shift : 0);
+  return kit_requantize_tflite(acc, multiplier, shift);
 }
 
 /* One output channel's output stage, ready to apply: see finish() and finish_tflite(). */
@@ -170,12 +118,12 @@ static qchan channel(const int32_t* channel_params, size_t channels, size_t o, u
 }
 
 /* The output stage of one accumulator: clamp(output_zp + requant(sum + bias)), with lo/hi the
- * clamp less output_zp.  For shift in [-31, 30], requantize() equals
+ * clamp less output_zp.  For shift in [-31, 30], kit_requantize() equals
  * floor((acc * multiplier + 2^(30 - shift)) / 2^(31 - shift)) (dividing its left-shifted form by
  * 2^shift changes neither the quotient nor the rounding); clamping that to [lo, hi], inside
  * int32, equals saturating it to int32 first.  |acc * multiplier| <= 2^62, round <= 2^61. */
 static inline int8_t finish(uint32_t sum, const qchan* q, int64_t lo, int64_t hi, int32_t zp) {
-  int64_t r = floor_shift((int64_t)wrapped(sum + q->bias) * q->multiplier + q->round, q->right);
+  int64_t r = kit_floor_shift((int64_t)kit_wrapped(sum + q->bias) * q->multiplier + q->round, q->right);
   r = r < lo ? lo : r; /* two selects (cmov), no branch: a ReLU clamps about half the outputs */
   r = r > hi ? hi : r;
   return (int8_t)(r + zp);
@@ -196,8 +144,8 @@ static inline int8_t finish(uint32_t sum, const qchan* q, int64_t lo, int64_t hi
  * for n >= 1, and 2^31 instead of INT32_MAX for n = 0: both beyond the clamp.  |ab| <= 2^62,
  * round <= 2^30 + 2^61: no overflow. */
 static inline int8_t finish_tflite(uint32_t sum, const qchan* q, int64_t lo, int64_t hi, int32_t zp) {
-  const int64_t ab = (int64_t)wrapped((sum + q->bias) << q->left) * q->multiplier;
-  int64_t r = floor_shift(ab + q->round - (ab < -((int64_t)1 << 30) ? q->fix : 0), q->right);
+  const int64_t ab = (int64_t)kit_wrapped((sum + q->bias) << q->left) * q->multiplier;
+  int64_t r = kit_floor_shift(ab + q->round - (ab < -((int64_t)1 << 30) ? q->fix : 0), q->right);
   r = r < lo ? lo : r;
   r = r > hi ? hi : r;
   return (int8_t)(r + zp);
@@ -265,7 +213,7 @@ static int64_t rounding_term(int64_t sm, int right, int tflite) {
 /* r(s) = floor((s * multiplier + K) / 2^right), |s| <= 2^31, right in [1, 62] ([31, 62] if tflite). */
 static int64_t rounded(int64_t s, int32_t multiplier, int right, int tflite) {
   const int64_t sm = s * multiplier;
-  return floor_shift(sm + rounding_term(sm, right, tflite), right);
+  return kit_floor_shift(sm + rounding_term(sm, right, tflite), right);
 }
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -374,7 +322,7 @@ static ALWAYS_INLINE void lanes(const uint32_t* restrict acc, size_t stride, siz
   for (int g = 0; g < QL; g += 4) {
     for (size_t i = 0; i < rows; ++i) {
       for (int l = g; l < g + 4; ++l) {
-        float v = (float)wrapped(acc[i * stride + (size_t)l] + b->bias[l]) * b->scale[l] + b->offset[l];
+        float v = (float)kit_wrapped(acc[i * stride + (size_t)l] + b->bias[l]) * b->scale[l] + b->offset[l];
         v = v > b->bottom[l] ? v : b->bottom[l]; /* maxps (a constant 0 would become a compare and an and) */
         v = v < b->top[l] ? v : b->top[l];       /* minps */
         uint64_t c = b->c[l];
@@ -416,7 +364,7 @@ static ALWAYS_INLINE void pack_row(const uint32_t* restrict o, int8_t* restrict 
 }
 
 #ifdef QVANILLA_MCU
-/* floor(x / 2^n) for 0 <= n < 32 (see floor_shift()) */
+/* floor(x / 2^n) for 0 <= n < 32 (see kit_floor_shift()) */
 static int32_t floor_shift32(int32_t x, int n) { return x < 0 ? ~(~x >> n) : x >> n; }
 
 /* out[i * ostride + j] = finish_any(acc[i * stride + lane(j)]) for the nb channels of block b and
@@ -440,9 +388,9 @@ static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, si
     const int32_t multiplier = (int32_t)q.multiplier; /* an int32 of the table */
     const int n = q.right - 32;
     for (size_t i = 0; i < rows; ++i) {
-      const int64_t ab = (int64_t)wrapped((a[i * stride] + q.bias) << q.left) * multiplier;
+      const int64_t ab = (int64_t)kit_wrapped((a[i * stride] + q.bias) << q.left) * multiplier;
       const int64_t x = ab + q.round - (tflite && ab < -((int64_t)1 << 30) ? q.fix : 0);
-      int32_t r = floor_shift32((int32_t)floor_shift(x, 32), n);
+      int32_t r = floor_shift32((int32_t)kit_floor_shift(x, 32), n);
       r = r < lo ? lo : r;
       r = r > hi ? hi : r;
       o[i * ostride] = (int8_t)(r + zp);

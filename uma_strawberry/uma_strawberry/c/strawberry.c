@@ -1,6 +1,6 @@
 /* Host model of the Strawberry accelerator: a scratchpad separate from host memory, a DMA
- * engine moving 3-D tiles between the two (zero padding on the way in), and Vanilla's Conv2D
- * engine computing on scratchpad addresses only.
+ * engine moving 3-D tiles between the two (zero padding on the way in), and the kit's float Conv2D
+ * engine (kit_conv_f32.h) computing on scratchpad addresses only.
  *
  * The model is strict where real hardware would silently compute garbage: every scratchpad
  * element has a "written" flag, set by a transfer into it or a computation writing it and
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vanilla_accelerator.h"
+#include "kit_conv_f32.h"
 
 /* Products of extents saturate here: far above any scratchpad, far below INT64_MAX. */
 #define SATURATED ((int64_t)1 << 40)
@@ -400,18 +400,15 @@ static int32_t conv(const char* entry, const conv_call* c) {
 
   float* const m = dev.mem;
 #define AT(r) ((r).bytes > 0 ? m + (r).addr / 4 : NULL)
-  int32_t engine;
-  if (c->depthwise) {
-    engine = (c->nhwc ? vanilla_depthwise_conv2dnhwc : vanilla_depthwise_conv2dnchw)(
-        AT(in[0]), AT(in[1]), AT(in[2]), AT(in[3]), AT(in[4]), AT(out), c->oc, c->iw, c->ih, c->kh, c->kw, c->ow, c->oh,
-        c->stride_w, c->stride_h, 0, 0, c->lo, c->hi);
-  } else {
-    engine = (c->nhwc ? vanilla_conv2dnhwc_general : vanilla_conv2dnchw_general)(
-        AT(in[0]), AT(in[1]), AT(in[2]), AT(in[3]), AT(in[4]), AT(out), c->oc, c->iw, c->ih, c->ic, c->kh, c->kw, c->ow,
-        c->oh, c->stride_w, c->stride_h, 0, 0, c->lo, c->hi);
-  }
+  /* a "valid" window: the DMA padded the tile (depthwise: ic = oc, the channels) */
+  const kit_conv_f32_geometry g = {c->oc, c->depthwise ? c->oc : c->ic, c->ih, c->iw, c->oh, c->ow, c->kh, c->kw,
+                                   c->stride_h, c->stride_w, 0, 0};
+  const int32_t engine = (c->depthwise ? (c->nhwc ? kit_depthwise_conv2d_f32_nhwc : kit_depthwise_conv2d_f32_nchw)
+                                       : (c->nhwc ? kit_conv2d_f32_nhwc : kit_conv2d_f32_nchw))(
+      AT(in[0]), AT(in[1]), AT(in[2]), AT(in[3]), AT(in[4]), AT(out), &g, c->lo, c->hi);
 #undef AT
-  if (engine != VANILLA_OK) return fail(STRAWBERRY_EENGINE, entry, "the conv engine returned Vanilla status %ld", (long)engine);
+  if (engine != KIT_CONV_F32_OK)
+    return fail(STRAWBERRY_EENGINE, entry, "the conv engine returned kit status %ld (kit_conv_f32.h)", (long)engine);
   mark_written(out);
   const int64_t macs = mul_sat(mul_sat(c->oc, plane), reduction);
   dev.counters.compute_calls += 1;

@@ -1,8 +1,8 @@
 /* Strawberry accelerator: C API of a host model of the hardware.
  *
- * Strawberry is Vanilla's Conv2D engine behind a scratchpad of its own: the engine reads and
- * writes only the scratchpad, and a DMA engine moves tiles between host memory and it.  A
- * compiled layer therefore looks like
+ * Strawberry is Vanilla's Conv2D engine (the kit's, kit_conv_f32.h) behind a scratchpad of its
+ * own: the engine reads and writes only the scratchpad, and a DMA engine moves tiles between
+ * host memory and it.  A compiled layer therefore looks like
  *
  *     strawberry_begin(configuration);                    once per layer
  *     strawberry_dma_in(weights); strawberry_dma_in(ifmap tile);
@@ -43,7 +43,7 @@ extern "C" {
 #define STRAWBERRY_EADDR 10     /* a scratchpad region outside the scratchpad, or an address not a multiple of 4 */
 #define STRAWBERRY_EUNWRITTEN 11 /* reads scratchpad elements nothing has written since the layer began */
 #define STRAWBERRY_EOVERLAP 12  /* a computation's output region overlaps one of its input regions */
-#define STRAWBERRY_EENGINE 13   /* the conv engine refused the layer (Vanilla's status in the message) */
+#define STRAWBERRY_EENGINE 13   /* the conv engine refused the layer (the kit engine's status in the message) */
 
 /* Largest scratchpad the model simulates (1 GiB). */
 #define STRAWBERRY_MAX_SPAD_BYTES (1 << 30)
@@ -82,7 +82,7 @@ int32_t strawberry_dma_out(float* host, int32_t spad_addr, int32_t ext0, int32_t
                            int32_t stride0, int32_t stride1, int32_t stride2, int32_t start0, int32_t start1,
                            int32_t start2, int32_t n0, int32_t n1, int32_t n2);
 
-/* The conv engine on scratchpad tiles (Vanilla's, see vanilla_accelerator.h): a "valid"
+/* The conv engine on scratchpad tiles (the kit's, see kit_conv_f32.h): a "valid"
  * convolution of an input tile that the DMA has already padded, then the output stage
  *     v = conv + bias[o] + residual;  v = v < 0 ? slope[o] * v : v;  out = clamp(v, lo, hi).
  *   nchw: ifmap [ic][ih][iw], residual and ofmap [oc][oh][ow];

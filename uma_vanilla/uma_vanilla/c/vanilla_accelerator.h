@@ -25,8 +25,9 @@ extern "C" {
 #define VANILLA_ERANGE 8  /* too large to index: a tensor above PTRDIFF_MAX bytes, kh * kw above INT_MAX,
                            * or a window extent (oh-1)*stride_h + kh or (ow-1)*stride_w + kw above INT_MAX/2 */
 
-/* The depthwise window buffer's taps (kh * kw).  The compiler reads this line too
- * (tvm_extension.uma.c_limits): what it offloads and the largest max_kernel_size follow from it. */
+/* The depthwise window buffer's taps (kh * kw): the kit's engine's KIT_CONV_F32_MAX_TAPS (its
+ * build checks they agree).  The compiler reads this line too (tvm_extension.kit.limits.c_limits):
+ * what it offloads and the largest max_kernel_size follow from it. */
 #define VANILLA_MAX_TAPS 64
 
 /* The whole engine, what the compiler calls: any window, then the output stage.
