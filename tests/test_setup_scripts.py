@@ -18,6 +18,8 @@ from packaging.requirements import Requirement
 
 from conftest import EXAMPLES, ROOT
 
+BACKENDS = ["uma_vanilla", "uma_qvanilla", "uma_strawberry", "uma_chocolate"]  # as scripts/env.sh installs them
+
 # What scripts/demo.sh runs: tvmc with the example extensions, make_input.py, tvm_extension.mlf,
 # check_output.py.  The benchmarks (benchmarks/, the [bench] extra) are not part of it.
 DEMO_FILES = [EXAMPLES / "make_input.py", EXAMPLES / "check_output.py",
@@ -105,14 +107,17 @@ def test_setup_steps_say_what_they_do_and_run_once(tmp_path):
     root = tmp_path / "checkout"
     (root / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "env.sh", root / "scripts")
-    for name in ("requirements-demo.lock", "requirements.lock", "pyproject.toml"):
-        shutil.copy(ROOT / name, root)
+    for name in ("requirements-demo.lock", "requirements.lock", "requirements-relax.lock", "pyproject.toml",
+                 *(f"{b}/pyproject.toml" for b in BACKENDS)):
+        (root / name).parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / name, root / name)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python3.10").write_text(STAND_IN_PYTHON)
     (bin_dir / "python3.10").chmod(0o755)
-    venv, calls = tmp_path / "venv", tmp_path / "calls"
-    env = dict(os.environ, TVM_EXTENSION_VENV=str(venv), CALLS=str(calls), PATH=f"{bin_dir}:{os.environ['PATH']}")
+    venv, relax_venv, calls = tmp_path / "venv", tmp_path / "venv-relax", tmp_path / "calls"
+    env = dict(os.environ, TVM_EXTENSION_VENV=str(venv), TVM_EXTENSION_RELAX_VENV=str(relax_venv), CALLS=str(calls),
+               PATH=f"{bin_dir}:{os.environ['PATH']}")
 
     def setup(purpose):
         calls.write_text("")
@@ -126,13 +131,17 @@ def test_setup_steps_say_what_they_do_and_run_once(tmp_path):
     said, ran = setup("demo")
     assert said == [f"setup: creating the environment {venv} ({bin_dir / 'python3.10'})",
                     f"setup: installing {demo_count} pinned packages for the demo (requirements-demo.lock)",
-                    f"setup: installing this project (editable: {root})"]
+                    f"setup: installing this project (editable: {root})",
+                    f"setup: installing the example backends (editable: {' '.join(BACKENDS)})"]
     assert ran == [f"python3.10 -m venv {venv}", f"{pip} -r {root}/requirements-demo.lock",
-                   f"{pip} --no-deps -e {root}"]
+                   f"{pip} --no-deps -e {root}", f"{pip} --no-deps " + " ".join(f"-e{root}/{b}" for b in BACKENDS)]
     assert setup("demo") == ([], [])
-    # The tests add their lock to the same environment; the project is already there.
-    assert setup("test") == ([f"setup: installing {full_count} pinned packages for the tests (requirements.lock)"],
-                             [f"{pip} -r {root}/requirements.lock"])
+    # The tests add their lock to the same environment (the project and the backends are already
+    # there), and the Relax engine's environment beside it.
+    assert setup("test") == ([f"setup: installing {full_count} pinned packages for the tests (requirements.lock)",
+                              f"setup: setting up the Relax engine's environment {relax_venv} (requirements-relax.lock)"],
+                             [f"{pip} -r {root}/requirements.lock", f"python3.10 -m venv {relax_venv}",
+                              f"python -m pip install --quiet --disable-pip-version-check -r {root}/requirements-relax.lock"])
     assert setup("test") == ([], []) and setup("demo") == ([], [])
     # A changed lock is installed again, and only it.
     with open(root / "requirements-demo.lock", "a") as lock:
