@@ -4,7 +4,7 @@ and QVanilla (int8, the packed entries compiled models call), with the one-core 
     python examples/kernel_benchmark.py [--cflags "-O2"] [--rounds 7] [--only vanilla|qvanilla]
                                         [--rounding upward|tflite|both]
 
-Builds c_runtime/vanilla and c_runtime/qvanilla with gcc into shared libraries, and a float
+Builds Vanilla's and QVanilla's C libraries (with the kit's C they use) with gcc into shared libraries, and a float
 peak probe: a register-blocked sgemm-like loop (a 4x8 block of accumulators, 256-long
 reductions in L1) in C compiled with the same flags, i.e. what plain C reaches on this core at
 those flags (-O2: SSE2, no FMA).  numpy's float32 matmul on one thread (OpenBLAS, whatever
@@ -32,12 +32,14 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tvm_extension.api.resources import data_folder  # noqa: E402
 from uma_qvanilla.packing import pack_conv, pack_depthwise  # noqa: E402
 
-VANILLA = ROOT / "c_runtime" / "vanilla" / "vanilla_accelerator.c"
-QVANILLA = ROOT / "c_runtime" / "qvanilla" / "qvanilla.c"
+VANILLA_DIR, QVANILLA_DIR = data_folder("uma_vanilla", "c"), data_folder("uma_qvanilla", "c")
+KIT_C = data_folder("tvm_extension.kit", "c")
+
+VANILLA = [VANILLA_DIR / "vanilla_accelerator.c", KIT_C / "kit_conv_f32.c"]
+QVANILLA = [QVANILLA_DIR / "qvanilla.c"]
 # (oc, ic, h, w, kh, kw, stride, depthwise): the layer shapes of the example and real networks
 # ("same" padding; MTCNN's "valid" ones compute like their output-sized "same" twins)
 SHAPES = [(32, 32, 48, 48, 3, 3, 1, False), (64, 64, 24, 24, 3, 3, 1, False), (128, 128, 12, 12, 3, 3, 1, False),
@@ -58,7 +60,7 @@ QSHAPES = [(16, 16, 32, 32, 3, 3, 1, False), (32, 32, 24, 24, 3, 3, 1, False), (
 
 PEAK_C = r"""
 /* c[4][8] += sum_k a[k][0..3] (x) b[k][0..7], k < n: 32 independent accumulators, spelled out so
- * that gcc's SLP vectoriser keeps them in SIMD registers at -O2 (as c_runtime/vanilla does). */
+ * that gcc's SLP vectoriser keeps them in SIMD registers at -O2 (as the kit's kit_conv_f32.c does). */
 #define ROW(i) acc[i][0] += ai * b[0]; acc[i][1] += ai * b[1]; acc[i][2] += ai * b[2]; acc[i][3] += ai * b[3]; \
                acc[i][4] += ai * b[4]; acc[i][5] += ai * b[5]; acc[i][6] += ai * b[6]; acc[i][7] += ai * b[7];
 void sgemm_4x8(const float* a, const float* b, float* c, int n) {
@@ -98,9 +100,11 @@ def interleaved(variants, rounds):
     return {label: statistics.median(times) for label, times in samples.items()}
 
 
-def build(work, name, source, cflags):
+def build(work, name, sources, cflags):
     library = Path(work) / f"lib{name}.so"
-    subprocess.run(["gcc", *cflags, "-std=c11", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    includes = [f"-I{folder}" for folder in {s.parent for s in sources} | {KIT_C}]
+    subprocess.run(["gcc", *cflags, "-std=c11", "-shared", "-fPIC", *includes, "-o", str(library), *map(str, sources)],
+                   check=True)
     return ctypes.CDLL(str(library)), library
 
 

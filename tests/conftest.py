@@ -1,5 +1,6 @@
 """The framework's tests: the checkout's folders, and what every backend's tests use
 (``tvm_extension.testing``)."""
+import shutil
 import sys
 from pathlib import Path
 
@@ -36,3 +37,14 @@ def without_example_backends(module: str, *args) -> list:
     hide = f"sys.path = [p for p in sys.path if not p.startswith({str(ROOT / 'uma_')!r})]"
     run = f"sys.argv = {[module, *map(str, args)]!r}; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
     return [sys.executable, "-c", f"import runpy, sys; {hide}; {run}"]
+
+
+def stand_in_checkout(root: Path) -> Path:
+    """What scripts/env.sh reads, copied into ``root``: the script, the locks and the projects."""
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "env.sh", root / "scripts")
+    for name in ("requirements-demo.lock", "requirements.lock", "requirements-relax.lock", "pyproject.toml",
+                 *(f"{p.parent.name}/pyproject.toml" for p in ROOT.glob("uma_*/pyproject.toml"))):
+        (root / name).parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / name, root / name)
+    return root

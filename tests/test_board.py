@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, VANILLA_EXT, assert_one_line_error, mlf_sources, run_tvmc
+from conftest import ROOT, VANILLA_EXT, assert_one_line_error, mlf_sources, run_tvmc, stand_in_checkout
 from tvm_extension.api.resources import data_folder
 from tvm_extension.testing.model_zoo import fetch
 from tvm_extension.mlf import board as boards
@@ -284,17 +284,15 @@ def test_test_setup_installs_the_toolchain_and_the_demo_does_not(tmp_path):
     """scripts/env.sh test, as root on a machine without the cross compiler and QEMU, installs
     them with apt-get and says so in one line; env.sh demo does not."""
     root, bin_dir, calls = tmp_path / "checkout", tmp_path / "bin", tmp_path / "calls"
-    (root / "scripts").mkdir(parents=True)
+    stand_in_checkout(root)
     bin_dir.mkdir()
-    shutil.copy(ROOT / "scripts" / "env.sh", root / "scripts")
-    for name in ("requirements-demo.lock", "requirements.lock", "pyproject.toml"):
-        shutil.copy(ROOT / name, root)
     for tool in ("bash", "basename", "cat", "cp", "cut", "dirname", "grep", "mkdir", "sha256sum"):
         (bin_dir / tool).symlink_to(shutil.which(tool))
     for stand_in in ("python3.10", "apt-get", "id"):
         (bin_dir / stand_in).write_text(STAND_IN if stand_in != "id" else "#!/bin/bash\necho 0\n")
         (bin_dir / stand_in).chmod(0o755)
-    env = dict(os.environ, TVM_EXTENSION_VENV=str(tmp_path / "venv"), CALLS=str(calls), PATH=str(bin_dir))
+    env = dict(os.environ, TVM_EXTENSION_VENV=str(tmp_path / "venv"), TVM_EXTENSION_RELAX_VENV=str(tmp_path / "relax"),
+               CALLS=str(calls), PATH=str(bin_dir))
 
     def setup(purpose):
         calls.write_text("")

@@ -16,7 +16,7 @@ import importlib_metadata
 import tomli
 from packaging.requirements import Requirement
 
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, stand_in_checkout
 
 BACKENDS = ["uma_vanilla", "uma_qvanilla", "uma_strawberry", "uma_chocolate"]  # as scripts/env.sh installs them
 
@@ -104,13 +104,7 @@ if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; f
 
 
 def test_setup_steps_say_what_they_do_and_run_once(tmp_path):
-    root = tmp_path / "checkout"
-    (root / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "env.sh", root / "scripts")
-    for name in ("requirements-demo.lock", "requirements.lock", "requirements-relax.lock", "pyproject.toml",
-                 *(f"{b}/pyproject.toml" for b in BACKENDS)):
-        (root / name).parent.mkdir(exist_ok=True)
-        shutil.copy(ROOT / name, root / name)
+    root = stand_in_checkout(tmp_path / "checkout")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python3.10").write_text(STAND_IN_PYTHON)
