@@ -37,6 +37,7 @@ Relay passes a backend registers:
 
 TIR:
 
+* ``calls``: ``status_checked`` (a C call whose non-zero status stops the inference), without Relay.
 * ``scopes``: ``scratchpad_scope`` (a memory scope per scratchpad partition and size,
   registered once with TVM's memory info).
 

@@ -49,13 +49,6 @@ def offloaded_functions(mod: tvm.IRModule, target_name: str):
     return [(gvar, func) for gvar, func in mod.functions.items() if _offloaded(func, target_name)]
 
 
-def status_checked(call: tir.PrimExpr, name: str = "status") -> tir.Stmt:
-    """A function body running ``call`` and returning its status when non-zero: the AOT
-    executor then stops the inference instead of returning wrong numbers."""
-    code = tir.Var(name, "int32")
-    return tir.LetStmt(code, call, tir.IfThenElse(code != 0, tir.Evaluate(tir.ret(code)), None))
-
-
 def _computes_nothing(func: relay.Function) -> bool:
     calls = []
     relay.analysis.post_order_visit(func.body, lambda e: calls.append(e) if isinstance(e, relay.Call) else None)

@@ -32,7 +32,7 @@ from tvm.script import tir as T
 
 from tvm_extension.kit.scopes import scratchpad_scope
 from tvm_extension.kit.tiling import positions_read
-from tvm_extension.uma import status_checked
+from tvm_extension.kit.calls import status_checked
 
 SUFFIX = {"int8": "_s8", "float32": "_f32"}  # the C entries taking host tensors of that type
 OPERAND_BYTES = {"int8": 1, "float32": 4}

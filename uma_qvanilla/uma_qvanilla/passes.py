@@ -15,7 +15,8 @@ from tvm import relay, tir
 
 from tvm_extension.kit.qconv_patterns import chain_clamp, constant_operand, is_depthwise, out_channels, split_chain
 from tvm_extension.kit.quantization import chain_channel_params, rounding_code  # qvanilla.h: QVANILLA_ROUNDING_*
-from tvm_extension.uma import offloaded_functions, status_checked
+from tvm_extension.kit.calls import status_checked
+from tvm_extension.uma import offloaded_functions
 
 from . import packing
 

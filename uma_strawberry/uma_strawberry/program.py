@@ -20,7 +20,7 @@ import tvm
 from tvm import tir
 
 from tvm_extension.kit.scopes import scratchpad_scope
-from tvm_extension.uma import status_checked
+from tvm_extension.kit.calls import status_checked
 
 from .tiling import WORD, Config, Layer, Plan
 

@@ -4,7 +4,8 @@ from tvm import tir
 
 from tvm_extension.kit.describe import describe_pass
 from tvm_extension.kit.layout import fold_weights_pass, pack_weights_pass
-from tvm_extension.uma import lift_constants_pass, status_checked
+from tvm_extension.kit.calls import status_checked
+from tvm_extension.uma import lift_constants_pass
 
 ATTR = "VanillaOutputStage"  # function attribute: what follows the conv in an offloaded function
 
