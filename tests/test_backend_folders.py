@@ -63,8 +63,8 @@ def assert_alone(python: Path, package: str):
     assert hidden == "[]" and origin.startswith(str(python.parents[1])), seen
 
 
-def assert_own_tests_pass(python: Path, project: Path):
-    done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=project,
+def assert_own_tests_pass(python: Path, project: Path, files=("tests",)):
+    done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *files], cwd=project,
                           capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0, f"{project.name}'s own tests, alone:\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
     summary = done.stdout.strip().splitlines()[-1]
@@ -85,7 +85,7 @@ def test_backend_folder_alone_installs_and_passes_its_tests(tmp_path, framework_
 @pytest.mark.parametrize("example", [b.removeprefix("uma_") for b in BACKENDS])
 def test_new_like_each_example_installs_and_passes_its_tests(tmp_path, framework_wheel, example):
     """`new my_npu --like EXAMPLE` copies the example under the new name (target, package, classes,
-    C files and symbols, tests): the copy installs alone and its renamed tests pass."""
+    C files and symbols, tests): the copy installs alone and its renamed end-to-end tests pass."""
     done = subprocess.run([sys.executable, "-m", "tvm_extension", "new", "my_npu", "--like", example], cwd=tmp_path,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -98,4 +98,8 @@ def test_new_like_each_example_installs_and_passes_its_tests(tmp_path, framework
     assert left == [], left[:5]  # nothing of the example's names is left in code
     python = install_alone(project, tmp_path, framework_wheel)
     assert "tvm_extension.my_npu:MyNpuExtension" in run(python, "-m", "tvm_extension", "list", cwd=tmp_path)
-    assert_own_tests_pass(python, project)
+    # its tests through tvmc (the C unit tests are the example's own, run above: the suite stays as long)
+    tests = sorted(str(t.relative_to(project)) for t in (project / "tests").glob("test_my_npu*.py"))
+    end_to_end = [t for t in tests if "end_to_end" in t] or tests
+    assert end_to_end, tests
+    assert_own_tests_pass(python, project, end_to_end)
