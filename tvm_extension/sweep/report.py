@@ -1,0 +1,52 @@
+"""The one-page Markdown report: what ran, how long, the figures, the table, the failures."""
+from pathlib import Path
+from typing import List
+
+
+def _number(value) -> str:
+    if value is None or value == "":
+        return ""
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def write(records: List[dict], figures: List[Path], run: dict, path: Path) -> Path:
+    computed = [r for r in records if not r.get("cached")]
+    failed = [r for r in records if r.get("error")]
+    per_point = sum(r["seconds"] for r in computed) / len(computed) if computed else 0.0
+    lines = [
+        "# Design-space sweep", "",
+        f"{len(records)} points ({len({r['model'] for r in records})} models, "
+        f"{len({r['backend'] for r in records})} backends): {len(computed)} computed, "
+        f"{len(records) - len(computed)} from the cache, {len(failed)} failed. "
+        f"Engine: {run['engine']} on {run['nodes']} node(s); wall time {run['wall_seconds']:.1f} s; "
+        f"{per_point:.1f} s per computed point (compile, build, run, compare, in its task). "
+        f"{run['versions']}.", "",
+        "Matched: the outputs equal those of TVM's own CPU build of the same model (int8 bit-exact, float "
+        "within 1e-4 of the output's scale). Estimated cycles: the hardware model's DMA cycles (setup + bytes / "
+        "rate per transfer) plus its compute cycles (MACs / rate), from the attributes; the CPU's share is not "
+        "counted. Lower bound: every byte the offloaded layers need, moved once.", "",
+    ]
+    titles = {"dma_vs_scratchpad": "DMA bytes against scratchpad size",
+              "utilisation_vs_shape": "Utilisation against core shape",
+              "cycles_vs_cost": "Estimated cycles against cost, Pareto front circled"}
+    for figure in figures:
+        if figure.suffix == ".png":
+            lines += [f"## {titles.get(figure.stem, figure.stem)}", "",
+                      f"![{figure.stem}]({figure.relative_to(path.parent)})", ""]
+    header = ["model", "backend", "attributes", "matched", "DMA bytes", "/ bound", "transfers", "engine calls",
+              "utilisation", "est. cycles", "code B", "workspace B", "s", "cached"]
+    lines += ["## Points", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in records:
+        ratio = r["dma_bytes"] / r["lower_bound_bytes"] if r.get("lower_bound_bytes") and r.get("dma_bytes") else None
+        cells = [r["model"], r["backend"], r["attributes"], "yes" if r.get("matched") else "**no**",
+                 r.get("dma_bytes"), ratio, r.get("dma_transfers"), r.get("engine_calls"), r.get("utilisation"),
+                 r.get("est_cycles"), r.get("code_bytes"), r.get("workspace_bytes"), r.get("seconds"),
+                 "yes" if r.get("cached") else ""]
+        lines.append("| " + " | ".join(_number(c) for c in cells) + " |")
+    if failed:
+        lines += ["", "## Failed points", ""]
+        lines += [f"- {r['model']} on {r['backend']} ({r['attributes']}): {r['error']}" for r in failed]
+    path.write_text("\n".join(lines) + "\n")
+    return path
