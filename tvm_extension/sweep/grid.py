@@ -142,6 +142,8 @@ def expand(plan: dict, backends: Optional[Dict[str, dict]] = None) -> List[Point
                                 f"(its attributes: {', '.join(backends[backend]) or 'none'})")
             choices = values(spec, f"{backend}.{name}")
             kind = type(backends[backend][name])
+            if kind is int:  # "16K" in a list means what it means in a range
+                choices = [_number(v) if isinstance(v, str) and _NUMBER.match(v) else v for v in choices]
             for value in choices:
                 if not isinstance(value, kind) or isinstance(value, bool) != isinstance(backends[backend][name], bool):
                     raise GridError(f"{backend}.{name}: {value!r} is not a {kind.__name__} like its default "

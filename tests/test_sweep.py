@@ -1,0 +1,173 @@
+"""Design-space sweeps (python -m tvm_extension.sweep): a tiny grid on Ray, Strawberry at two
+scratchpad sizes on cnn.onnx and Chocolate at two tile shapes (and one out of range) on an int8
+QDQ conv; every point checked against TVM's CPU build, its counters equal to a direct compile's;
+a larger plan computes only its new point, the same plan again computes nothing; bad plans end
+in one line before anything runs."""
+import csv
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import MODELS
+from tvm_extension import sweep
+from tvm_extension.mlf import build
+from tvm_extension.sweep import cache as sweep_cache
+from tvm_extension.sweep import engine, plots
+from tvm_extension.sweep.grid import GridError, values
+from tvm_extension.testing import assert_one_line_error, onnx_reference, qdq_model, run_tvmc
+
+CNN = str(MODELS / "cnn.onnx")
+
+
+def plan(qdq, sizes):
+    return {"backends": {"strawberry": {"models": [CNN], "scratchpad_bytes": sizes},
+                         "chocolate": {"models": [str(qdq)], "tile_m": [4, 8, 0], "tile_k": [8]}}}
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    """A first sweep (one scratchpad size), then the plan with a second size (only it computed)."""
+    work = tmp_path_factory.mktemp("sweep")
+    qdq = qdq_model(work / "qconv.onnx", True, True, cin=8, cout=12)
+    first = sweep.run_sweep(plan(qdq, ["16K"]), work / "out1", work / "cache", workers=2)
+    second = sweep.run_sweep(plan(qdq, [16384, 32768]), work / "out2", work / "cache", workers=2)
+    return work, qdq, first, second
+
+
+def by_point(records):
+    return {(r["model"], r["attributes"]): r for r in records}
+
+
+def test_every_point_recorded_and_checked(sweeps):
+    _, _, first, second = sweeps
+    assert [r["cached"] for r in first] == [False] * 4
+    points = by_point(second)
+    assert sorted(points) == [("cnn", "scratchpad_bytes=16384"), ("cnn", "scratchpad_bytes=32768"),
+                              ("qconv", "tile_k=8 tile_m=0"), ("qconv", "tile_k=8 tile_m=4"),
+                              ("qconv", "tile_k=8 tile_m=8")]
+    # Only the new size was computed: the rest came from the first sweep's cache.
+    assert {k: r["cached"] for k, r in points.items()} == {k: k[1] != "scratchpad_bytes=32768" for k in points}
+    for key, record in points.items():
+        if key[1].endswith("tile_m=0"):
+            continue
+        assert record["matched"] and record["error"] is None, record
+        assert record["offloaded_functions"] >= 1 and record["engine_calls"] >= record["offloaded_functions"]
+        assert record["dma_bytes"] >= record["lower_bound_bytes"] > 0
+        assert record["est_cycles"] == record["dma_cycles"] + record["compute_cycles"] > 0
+        assert record["code_bytes"] > 0 and record["workspace_bytes"] > 0 and record["compile_seconds"] > 0
+    small, large = points[("cnn", "scratchpad_bytes=16384")], points[("cnn", "scratchpad_bytes=32768")]
+    assert small["dma_transfers"] > large["dma_transfers"] and small["c_spad_bytes"] == 16384
+    assert large["max_error"] < 1e-4
+    narrow, wide = points[("qconv", "tile_k=8 tile_m=4")], points[("qconv", "tile_k=8 tile_m=8")]
+    assert narrow["max_error"] == wide["max_error"] == 0  # int8: bit-exact
+    assert narrow["c_tile_m"] == 4 and wide["c_tile_m"] == 8 and narrow["engine_calls"] > wide["engine_calls"]
+    assert narrow["macs"] == wide["macs"] and 0 < wide["utilisation"] <= 1 and narrow["macs_per_cycle"] == 32
+
+
+def test_a_failing_point_is_recorded_and_the_others_complete(sweeps):
+    _, _, _, second = sweeps
+    failed = [r for r in second if r["error"]]
+    assert len(failed) == 1 and failed[0]["attributes"] == "tile_k=8 tile_m=0" and not failed[0]["matched"]
+    assert failed[0]["error"] == "compile: Error: target 'chocolate': attribute 'tile_m' must be in 2..256, got 0"
+    assert sum(r["matched"] for r in second) == 4
+
+
+def test_counters_equal_a_direct_compile(sweeps, tmp_path, monkeypatch):
+    """The recorded counters are those of the same point compiled, built and run by hand, on the
+    inputs whose reference the sweep cached (itself equal to onnx.reference's outputs)."""
+    work, _, _, second = sweeps
+    point = by_point(second)[("cnn", "scratchpad_bytes=32768")]
+    done = run_tvmc("compile", "--target", "strawberry", "--target-strawberry-scratchpad_bytes=32768", CNN,
+                    "-f", "mlf", "-o", tmp_path / "m.tar")
+    assert done.returncode == 0, done.stderr[-2000:]
+    model = sweep.grid.resolve_model(CNN)
+    inputs, expected = sweep_cache.Cache(work / "cache").get_reference(model)
+    np.testing.assert_allclose(expected[0], onnx_reference(CNN, inputs)[0], rtol=1e-4, atol=1e-5)
+    monkeypatch.setenv("STRAWBERRY_REPORT", str(tmp_path / "report.txt"))
+    outputs, _ = build(tmp_path / "m.tar", tmp_path / "build").run(inputs)
+    counters = dict(line.split(": ") for line in (tmp_path / "report.txt").read_text().splitlines())
+    assert {f"c_{k.split('.', 1)[1]}": int(v) for k, v in counters.items()} == \
+        {k: v for k, v in point.items() if k.startswith("c_")}
+    got = list(outputs.values())[0]
+    assert float(np.max(np.abs(got - expected[0]))) == pytest.approx(point["max_error"])
+
+
+def test_outputs_written(sweeps):
+    work, _, _, second = sweeps
+    out = work / "out2"
+    with open(out / "results.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert [(r["model"], r["attributes"], r["matched"]) for r in rows] == \
+        [(r["model"], r["attributes"], str(r["matched"])) for r in second]
+    from pyarrow import parquet
+
+    table = parquet.read_table(out / "results.parquet").to_pylist()
+    assert [t["dma_bytes"] for t in table] == [r.get("dma_bytes") for r in second]
+    for name in ("dma_vs_scratchpad", "utilisation_vs_shape", "cycles_vs_cost"):
+        assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert "<svg" in (out / "figures" / f"{name}.svg").read_text()
+    report = (out / "report.md").read_text()
+    assert "5 points (2 models, 2 backends): 1 computed, 4 from the cache, 1 failed" in report
+    assert "![cycles_vs_cost](figures/cycles_vs_cost.png)" in report and "must be in 2..256, got 0" in report
+
+
+def test_the_same_plan_again_computes_nothing(sweeps, tmp_path):
+    """Through the command line, with a TOML plan: every point from the cache, no engine started."""
+    work, qdq, _, second = sweeps
+    toml = tmp_path / "plan.toml"
+    toml.write_text(f'[backends.strawberry]\nmodels = ["{CNN}"]\nscratchpad_bytes = "16K..32K*2"\n'
+                    f'[backends.chocolate]\nmodels = ["{qdq}"]\ntile_m = [4, 8, 0]\ntile_k = [8]\n')
+    done = subprocess.run([sys.executable, "-m", "tvm_extension.sweep", toml, "-o", tmp_path / "out",
+                           "--cache", work / "cache", "--address", "unused:1"], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr  # one point failed
+    assert "sweep: 5/5 points, 1 failed, 5 cached" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout.strip() == f"5 points, 1 failed: {tmp_path / 'out' / 'report.md'}"
+    with open(tmp_path / "out" / "results.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert [r["cached"] for r in rows] == ["True"] * 5
+    assert [r["dma_bytes"] for r in rows] == [str(r.get("dma_bytes") or "") for r in second]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", CNN, "--backend", "nope"], "unknown backend 'nope' (installed: chocolate, "),
+    (["--model", "resnet9000", "--backend", "strawberry"], "unknown model 'resnet9000': neither a file nor a zoo "
+                                                            "name (known: blazeface, "),
+    (["--model", CNN, "--attr", "strawberry.spad=4K"], "backend 'strawberry' has no attribute 'spad' "),
+    (["--model", CNN, "--attr", "strawberry.scratchpad_bytes="], "strawberry.scratchpad_bytes: empty list"),
+    (["--model", CNN, "--attr", "strawberry.scratchpad_bytes=64K..16K"], "range '64K..16K' is empty"),
+    (["--model", CNN, "--attr", "strawberry.scratchpad_bytes=big"], "'big' is not a int like its default"),
+    (["plan.toml"], "plan.toml is not valid TOML: "),
+])
+def test_user_errors_in_one_line_before_anything_runs(tmp_path, args, message):
+    (tmp_path / "plan.toml").write_text("[backends.strawberry\n")
+    done = subprocess.run([sys.executable, "-m", "tvm_extension.sweep", *args, "-o", tmp_path / "out",
+                           "--cache", tmp_path / "cache"], capture_output=True, text=True, cwd=tmp_path)
+    assert message in assert_one_line_error(done)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+def test_ranges_and_pareto_front():
+    assert values("16K..512K*2", "a") == [16384 << i for i in range(6)]
+    assert values("4..32+4", "a") == [4, 8, 12, 16, 20, 24, 28, 32]
+    assert values([3, 5], "a") == [3, 5]
+    with pytest.raises(GridError, match="empty list"):
+        values([], "a")
+    assert plots.pareto([(1, 9), (2, 9), (2, 5), (4, 6), (8, 1)]) == [(1, 9), (2, 5), (8, 1)]
+
+
+def fails_on_three(value):
+    if value == 3:
+        raise ValueError("three")
+    return value * 10
+
+
+def test_the_process_pool_stands_in_for_ray():
+    """Without Ray, the same interface: results as they come, a task's exception returned."""
+    pool = engine.LocalEngine(workers=2)
+    try:
+        got = dict(pool.imap(fails_on_three, [(1,), (3,), (5,)]))
+    finally:
+        pool.close()
+    assert got[0] == 10 and got[2] == 50 and isinstance(got[1], ValueError)
