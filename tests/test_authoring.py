@@ -14,8 +14,8 @@ import pytest
 import tomli
 from onnx.reference import ReferenceEvaluator
 
-from conftest import (EXAMPLES, MODELS, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources, run_tvmc,
-                      tvm_cpu_reference)
+from conftest import (EXAMPLES, MODELS, ROOT, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources,
+                      run_tvmc, tvm_cpu_reference, without_example_backends)
 from tvm_extension.testing.model_zoo import fetch
 from test_setup_scripts import closure, distributions_of, imported_modules
 from test_tflite_exact import random_inputs, reference_kernels
@@ -289,14 +289,17 @@ def test_two_backends_in_one_compile(tmp_path):
 
 
 def test_parallel_compiles_do_not_see_each_other(tmp_path):
-    for name in ("vanilla", "qvanilla"):
-        shutil.copytree(EXAMPLES / "ext" / "tvm_extension" / name, tmp_path / name / "tvm_extension" / name)
-    command = [str(Path(sys.executable).parent / "tvmc"), "compile", "--target", "qvanilla", str(CNN), "-f", "mlf"]
+    for name in ("vanilla", "qvanilla"):  # each backend's folder, with the installed ones out of sight
+        shutil.copytree(ROOT / f"uma_{name}", tmp_path / name, ignore=shutil.ignore_patterns("tests", "__pycache__"))
+
+    def compile_with(folder, out):
+        return without_example_backends("tvm.driver.tvmc", "compile", "--target", "qvanilla", CNN, "-f", "mlf",
+                                        "--experimental-tvm-extension", folder, "-o", out)
     env = {k: v for k, v in os.environ.items() if k not in ("TVM_EXTENSION_PATH", "TVMC_EXTENSION_DIR")}
-    first = subprocess.Popen(command + ["--experimental-tvm-extension", str(tmp_path / "vanilla"), "-o",
-                                        str(tmp_path / "a.tar")], stderr=subprocess.PIPE, text=True, env=env)
-    second = subprocess.Popen(command + ["--experimental-tvm-extension", str(tmp_path / "qvanilla"), "-o",
-                                         str(tmp_path / "b.tar")], stderr=subprocess.PIPE, text=True, env=env)
+    first = subprocess.Popen(compile_with(tmp_path / "vanilla", tmp_path / "a.tar"), stderr=subprocess.PIPE,
+                             text=True, env=env)
+    second = subprocess.Popen(compile_with(tmp_path / "qvanilla", tmp_path / "b.tar"), stderr=subprocess.PIPE,
+                              text=True, env=env)
     first_err, second_err = first.communicate(timeout=600)[1], second.communicate(timeout=600)[1]
     assert first.returncode != 0 and "unknown target 'qvanilla'" in first_err
     assert second.returncode == 0, second_err  # a float model: nothing to offload, but it compiles
