@@ -14,7 +14,7 @@ import pytest
 import tomli
 from onnx.reference import ReferenceEvaluator
 
-from conftest import (EXAMPLES, MODELS, ROOT, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources,
+from conftest import (MODELS, ROOT, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources,
                       run_tvmc, tvm_cpu_reference, without_example_backends)
 from tvm_extension.testing.model_zoo import fetch
 from test_setup_scripts import closure, distributions_of, imported_modules
