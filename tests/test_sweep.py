@@ -15,6 +15,7 @@ from tvm_extension import sweep
 from tvm_extension.mlf import build
 from tvm_extension.sweep import cache as sweep_cache
 from tvm_extension.sweep import engine, plots
+from tvm_extension.sweep.__main__ import main as sweep_main
 from tvm_extension.sweep.grid import GridError, values
 from tvm_extension.testing import assert_one_line_error, onnx_reference, qdq_model, run_tvmc
 
@@ -130,7 +131,7 @@ def test_the_same_plan_again_computes_nothing(sweeps, tmp_path):
     assert [r["dma_bytes"] for r in rows] == [str(r.get("dma_bytes") or "") for r in second]
 
 
-@pytest.mark.parametrize("args, message", [
+USER_ERRORS = [
     (["--model", CNN, "--backend", "nope"], "unknown backend 'nope' (installed: chocolate, "),
     (["--model", "resnet9000", "--backend", "strawberry"], "unknown model 'resnet9000': neither a file nor a zoo "
                                                             "name (known: blazeface, "),
@@ -139,12 +140,24 @@ def test_the_same_plan_again_computes_nothing(sweeps, tmp_path):
     (["--model", CNN, "--attr", "strawberry.scratchpad_bytes=64K..16K"], "range '64K..16K' is empty"),
     (["--model", CNN, "--attr", "strawberry.scratchpad_bytes=big"], "'big' is not a int like its default"),
     (["plan.toml"], "plan.toml is not valid TOML: "),
-])
+]
+
+
+@pytest.mark.parametrize("args, message", [USER_ERRORS[0], USER_ERRORS[-1]])
 def test_user_errors_in_one_line_before_anything_runs(tmp_path, args, message):
     (tmp_path / "plan.toml").write_text("[backends.strawberry\n")
     done = subprocess.run([sys.executable, "-m", "tvm_extension.sweep", *args, "-o", tmp_path / "out",
                            "--cache", tmp_path / "cache"], capture_output=True, text=True, cwd=tmp_path)
     assert message in assert_one_line_error(done)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("args, message", USER_ERRORS[1:-1])
+def test_bad_grids_rejected_before_anything_runs(tmp_path, capsys, args, message):
+    """The same checks in this process (no interpreter start-up each)."""
+    assert sweep_main(args + ["-o", str(tmp_path / "out"), "--cache", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
 
 
@@ -171,3 +184,25 @@ def test_the_process_pool_stands_in_for_ray():
     finally:
         pool.close()
     assert got[0] == 10 and got[2] == 50 and isinstance(got[1], ValueError)
+
+
+def test_a_two_node_ray_cluster_shares_the_points(sweeps, tmp_path):
+    """--address: a real two-node cluster on this machine (Ray's own Cluster), one CPU each: the
+    two points run on both nodes and give the records of the local sweep."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        records = sweep.run_sweep({"models": [CNN], "backends": {"strawberry": {"scratchpad_bytes": [16384, 32768]}}},
+                                  tmp_path / "out", tmp_path / "cache", address=cluster.address)
+    finally:
+        cluster.shutdown()
+    assert len({r["node"] for r in records}) == 2, [r["node"] for r in records]
+    local = by_point(sweeps[3])
+    same = ["matched", "dma_bytes", "lower_bound_bytes", "dma_transfers", "engine_calls", "est_cycles", "max_error"]
+    for record in records:
+        assert not record["cached"]
+        assert {k: record[k] for k in same} == {k: local[(record["model"], record["attributes"])][k] for k in same}
+    assert "on 2 node(s)" in (tmp_path / "out" / "report.md").read_text()

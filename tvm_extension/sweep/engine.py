@@ -29,18 +29,27 @@ class RayEngine:
 
     def imap(self, fn: Callable, calls: Sequence[tuple]) -> Iterator[Tuple[int, object]]:
         """(index, result or the exception that killed the task), as tasks finish."""
-        remote = self.ray.remote(num_cpus=1, max_retries=0)(fn)
-        pending = {remote.remote(*args): i for i, args in enumerate(calls)}
+        remote = self.ray.remote(num_cpus=1, max_retries=0)(_located)
+        pending = {remote.remote(fn, *args): i for i, args in enumerate(calls)}
         while pending:
             (ready,), _ = self.ray.wait(list(pending), num_returns=1)
             index = pending.pop(ready)
             try:
-                yield index, self.ray.get(ready)
+                node, result = self.ray.get(ready)
             except Exception as err:  # pylint: disable=broad-except  # a task that died (worker killed...)
                 yield index, err
+                continue
+            yield index, {**result, "node": node[:12]} if isinstance(result, dict) else result
 
     def close(self):
         self.ray.shutdown()
+
+
+def _located(fn: Callable, *args):
+    """``fn(*args)`` and the id of the Ray node it ran on."""
+    import ray  # pylint: disable=import-outside-toplevel
+
+    return ray.get_runtime_context().get_node_id(), fn(*args)
 
 
 class LocalEngine:
