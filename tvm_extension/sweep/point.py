@@ -51,9 +51,9 @@ def reference(model: Model):
     from tvm.driver import tvmc  # pylint: disable=import-outside-toplevel
 
     loaded = tvmc.load(str(model.path), shape_dict=_shape_dict(model.input_shapes))
-    mod = loaded.mod
+    mod = relay.transform.InferType()(loaded.mod)  # the TFLite frontend leaves the types to infer
     if model.path.suffix == ".onnx" and "qnn.quantize" in mod.astext(show_meta_data=False):
-        mod = relay.transform.FakeQuantizationToInteger()(relay.transform.InferType()(mod))
+        mod = relay.transform.InferType()(relay.transform.FakeQuantizationToInteger()(mod))
     params = [p for p in mod["main"].params if p.name_hint not in loaded.params]
     inputs = _inputs({p.name_hint: tuple(int(d) for d in p.checked_type.shape) for p in params},
                      {p.name_hint: p.checked_type.dtype for p in params})
