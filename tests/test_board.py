@@ -138,7 +138,8 @@ def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
     # measured by painting: within the 256 KiB stack (gcc's -fstack-usage frames count whole local
     # arrays, painting only the words a call touched)
     assert 64 < memory.stack < 256 * 1024
-    assert (memory.largest_frame > 1024) == (backend != "plain")
+    # (Vanilla's kernels take their scratch from the caller: no large frame left)
+    assert (memory.largest_frame > 1024) == (backend not in ("plain", "vanilla"))
     assert firmware.instructions > 10_000
 
 

@@ -19,10 +19,11 @@ import pytest
 from tvm_extension.kit import quantization
 from uma_qvanilla import packing
 from uma_qvanilla.codegen import KERNEL_DIR as QVANILLA
+from uma_vanilla.buffer_size import buffer_size as vanilla_buffer_size
 from uma_vanilla.codegen import KERNEL_DIR as VANILLA, KIT_DIR as KIT
 
 # The kit's conv engine first (VANILLA_BUILDS' flags are for it), then Vanilla's entries over it.
-SOURCES = [KIT / "kit_conv_f32.c", VANILLA / "vanilla_accelerator.c", QVANILLA / "qvanilla.c"]
+SOURCES = [KIT / "kit_conv_f32.c", *sorted(VANILLA.glob("*.c")), QVANILLA / "qvanilla.c"]
 
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:halt_on_error=1",
@@ -75,34 +76,34 @@ int main(void) {
     for (int i = 0; i < MAX_ARRAYS; ++i) v[i] = (float*)a[i];
     int32_t status;
     switch (op) {
-      case 0: case 1:
-        status = (op ? vanilla_conv2dnhwc_general : vanilla_conv2dnchw_general)(
-            v[0], v[1], v[2], v[3], v[4], v[5], n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9],
-            n[10], n[11], f[0], f[1]);
+      case 0: case 1: case 2: case 3: { /* Vanilla's flat calls (vanilla_accelerator.c); their scratch is
+                                          * the driver's malloc of exactly the last int's bytes (NULL for 0) */
+        const int32_t size = n[op < 2 ? 12 : 11];
+        float* const scratch = size > 0 ? (float*)malloc((size_t)size) : NULL;
+        if (size > 0 && scratch == NULL) return 4;
+        if (op < 2)
+          status = (op ? vanilla_conv2dnhwc_general : vanilla_conv2dnchw_general)(
+              scratch, size, v[0], v[1], v[2], v[3], v[4], v[5], n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7],
+              n[8], n[9], n[10], n[11], f[0], f[1]);
+        else
+          status = (op == 3 ? vanilla_depthwise_conv2dnhwc : vanilla_depthwise_conv2dnchw)(
+              scratch, size, v[0], v[1], v[2], v[3], v[4], v[5], n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7],
+              n[8], n[9], n[10], f[0], f[1]);
+        free(scratch);
         break;
-      case 2: case 3:
-        status = (op == 3 ? vanilla_depthwise_conv2dnhwc : vanilla_depthwise_conv2dnchw)(
-            v[0], v[1], v[2], v[3], v[4], v[5], n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9],
-            n[10], f[0], f[1]);
+      }
+      case 4: { /* the _get_buffer_size of Vanilla's entry n[0] (conv nchw, nhwc, depthwise nchw, nhwc) for
+                 * stride n[1..2], padding n[3..4], dims input n[5..8], filter n[9..12], output n[13..16] */
+        int32_t (*const sizes[4])(const vanilla_conv_params*, const vanilla_dims*, const vanilla_dims*,
+                                  const vanilla_dims*) = {
+            vanilla_conv2d_nchw_get_buffer_size, vanilla_conv2d_nhwc_get_buffer_size,
+            vanilla_depthwise_conv2d_nchw_get_buffer_size, vanilla_depthwise_conv2d_nhwc_get_buffer_size};
+        const vanilla_conv_params p = {{n[1], n[2]}, {n[3], n[4]}, {f[0], f[1]}};
+        const vanilla_dims in = {n[5], n[6], n[7], n[8]}, fd = {n[9], n[10], n[11], n[12]},
+                           out = {n[13], n[14], n[15], n[16]};
+        status = sizes[n[0] & 3](&p, &in, &fd, &out);
         break;
-      case 4: status = vanilla_conv2dnchw(v[0], v[1], v[2], n[0], n[1], n[2], n[3], n[4], n[5]); break;
-      case 5: status = vanilla_conv2dnhwc(v[0], v[1], v[2], n[0], n[1], n[2], n[3], n[4], n[5]); break;
-      case 6: status = vanilla_conv2dnchw_clamp(v[0], v[1], v[2], n[0], n[1], n[2], n[3], n[4], n[5], f[0], f[1]);
-        break;
-      case 7: status = vanilla_conv2dnhwc_clamp(v[0], v[1], v[2], n[0], n[1], n[2], n[3], n[4], n[5], f[0], f[1]);
-        break;
-      case 8: status = vanilla_conv2dnchw_bias_clamp(v[0], v[1], v[2], v[3], n[0], n[1], n[2], n[3], n[4], n[5],
-                                                     f[0], f[1]);
-        break;
-      case 9: status = vanilla_conv2dnhwc_bias_clamp(v[0], v[1], v[2], v[3], n[0], n[1], n[2], n[3], n[4], n[5],
-                                                     f[0], f[1]);
-        break;
-      case 10: status = vanilla_conv2dnchw_bias_residual_clamp(v[0], v[1], v[2], v[3], v[4], n[0], n[1], n[2],
-                                                               n[3], n[4], n[5], f[0], f[1]);
-        break;
-      case 11: status = vanilla_conv2dnhwc_bias_residual_clamp(v[0], v[1], v[2], v[3], v[4], n[0], n[1], n[2],
-                                                               n[3], n[4], n[5], f[0], f[1]);
-        break;
+      }
       case 12:
         status = qvanilla_conv2d_nhwc_s8((int8_t*)a[0], (int8_t*)a[1], (int32_t*)a[2], (int8_t*)a[3], n[0], n[1],
                                          n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11], n[12], n[13],
@@ -157,8 +158,7 @@ int main(void) {
 """
 
 OPS = {"conv2dnchw_general": 0, "conv2dnhwc_general": 1, "depthwise_conv2dnchw": 2, "depthwise_conv2dnhwc": 3,
-       "conv2dnchw": 4, "conv2dnhwc": 5, "conv2dnchw_clamp": 6, "conv2dnhwc_clamp": 7, "conv2dnchw_bias_clamp": 8,
-       "conv2dnhwc_bias_clamp": 9, "conv2dnchw_bias_residual_clamp": 10, "conv2dnhwc_bias_residual_clamp": 11,
+       "vanilla_get_buffer_size": 4,
        "qvanilla_conv2d_nhwc_s8": 12, "qvanilla_conv2d_s8": 13, "qvanilla_requantize": 14,
        "qvanilla_conv2d_nhwc_packed_s8": 15, "qvanilla_depthwise_conv2d_nhwc_s8": 16,
        "qvanilla_depthwise_conv2d_nhwc_packed_s8": 17, "qvanilla_requantize_tflite": 18, "overflow": 99}
@@ -325,16 +325,27 @@ def from_layout(a, layout):
     return a.transpose(2, 0, 1) if layout == "nhwc" else a
 
 
+def _largest_scratch():
+    """The most scratch any Vanilla entry asks for, in any of VANILLA_BUILDS (uma_vanilla.buffer_size's
+    mirror of the C, for the largest register blocks): enough for every call."""
+    g = dict(ic=8, ih=8, iw=8, oc=8, oh=8, ow=8, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=1, pad_left=1)
+    return max(vanilla_buffer_size(depthwise, layout, g) for depthwise in (False, True) for layout in ("nchw", "nhwc"))
+
+
+SCRATCH = _largest_scratch()
+
+
 def window_call(layout, ifmap, weights, out_hw, stride=(1, 1), pad=(0, 0), bias=None, residual=None, slope=None,
-                lo=UNBOUNDED[0], hi=UNBOUNDED[1], depthwise=False, result=None):
-    """vanilla_conv2d<layout>_general (or vanilla_depthwise_conv2d<layout>) on NCHW-shaped arrays."""
+                lo=UNBOUNDED[0], hi=UNBOUNDED[1], depthwise=False, result=None, scratch=SCRATCH):
+    """vanilla_conv2d<layout>_general (or vanilla_depthwise_conv2d<layout>) on NCHW-shaped arrays,
+    with ``scratch`` bytes of scratch."""
     oc, ic = weights.shape[0], ifmap.shape[0]
     kh, kw = weights.shape[-2:]
     (ih, iw), (oh, ow) = ifmap.shape[1:], out_hw
     if result is None:
         result = to_layout(np.full((oc, oh, ow), np.nan, np.float32), layout)
-    channels = [oc, iw, ih] + ([] if depthwise else [ic])
-    ints = channels + [kh, kw, ow, oh, stride[1], stride[0], pad[1], pad[0]]
+    sizes = [ic, ih, iw, oc, oh, ow] if not depthwise else [oc, ih, iw, oh, ow]
+    ints = sizes + [kh, kw, stride[0], stride[1], pad[0], pad[1], scratch]
     op = f"depthwise_conv2d{layout}" if depthwise else f"conv2d{layout}_general"
     return Call(op, [to_layout(ifmap, layout), weights, bias, to_layout(residual, layout), slope, result], ints,
                 [lo, hi])
@@ -428,34 +439,6 @@ def test_every_output_stage(vdrivers, layout, depthwise, shape):
         assert_matches(from_layout(arrays[5], layout), want)
 
 
-def test_shorthand_entries(vdrivers):
-    """The eight "same"-padded stride-1 entries, each output stage, both layouts."""
-    rng = np.random.default_rng(4)
-    oc, ic, ih, iw, kh, kw = 6, 5, 9, 11, 5, 3
-    ifmap = rng.standard_normal((ic, ih, iw)).astype(np.float32)
-    weights = rng.standard_normal((oc, ic, kh, kw)).astype(np.float32)
-    bias = rng.standard_normal(oc).astype(np.float32)
-    residual = rng.standard_normal((oc, ih, iw)).astype(np.float32)
-    conv = numpy_conv(ifmap, weights, ih, iw, (1, 1), ((kh - 1) // 2, (kw - 1) // 2))
-    sizes = [oc, iw, ih, ic, kh, kw]
-    calls, expected = [], []
-    for layout in ("nchw", "nhwc"):
-        x, skip = to_layout(ifmap, layout), to_layout(residual, layout)
-        out = lambda: to_layout(np.full((oc, ih, iw), np.nan, np.float32), layout)
-        for stage, arrays, floats, want in [
-            ("", [x, weights, out()], [], conv),
-            ("_clamp", [x, weights, out()], [-1.0, 1.0], np.clip(conv, -1, 1)),
-            ("_bias_clamp", [x, weights, bias, out()], [0.0, 6.0], numpy_stage(conv, bias, lo=0.0, hi=6.0)),
-            ("_bias_residual_clamp", [x, weights, bias, skip, out()], [-2.0, 3.0],
-             numpy_stage(conv, bias, residual, lo=-2.0, hi=3.0)),
-        ]:
-            calls.append(Call(f"conv2d{layout}{stage}", arrays, sizes, floats))
-            expected.append((layout, want))
-    for (status, arrays), (layout, want) in zip(run_both(vdrivers, calls), expected):
-        assert status == V["OK"]
-        assert_matches(from_layout(arrays[-1], layout), want)
-
-
 # (channels, ih, iw, kh, kw, stride, pad top/left, pad bottom/right)
 DEPTHWISE = [
     (24, 16, 16, 3, 3, (1, 1), (1, 1), (1, 1)),
@@ -510,29 +493,19 @@ def one(dtype=np.float32):
 
 def vanilla_errors():
     """(expected code name, Call) for each kind of bad argument of every Vanilla entry family."""
-    base = dict(oc=2, iw=4, ih=4, ic=3, kh=3, kw=3, ow=2, oh=2, sw=1, sh=1, pl=0, pt=0)
+    base = dict(oc=2, iw=4, ih=4, ic=3, kh=3, kw=3, ow=2, oh=2, sw=1, sh=1, pl=0, pt=0, scratch=SCRATCH)
     cases = []
 
     def add(code, family, arrays=None, floats=UNBOUNDED, **changed):
         g = dict(base, **changed)
-        shorthand = family not in ("general", "depthwise")  # the shorthands require their bias and residual
-        pointers = dict(ifmap=one(), weights=one(), result=one(), bias=one() if shorthand else None,
-                        residual=one() if shorthand else None, slope=None)
+        pointers = dict(ifmap=one(), weights=one(), result=one(), bias=None, residual=None, slope=None)
         pointers.update(arrays or {})
-        if family in ("general", "depthwise"):
-            for layout in ("nchw", "nhwc"):
-                names = ["oc", "iw", "ih"] + (["ic"] if family == "general" else []) + [
-                    "kh", "kw", "ow", "oh", "sw", "sh", "pl", "pt"]
-                op = f"conv2d{layout}_general" if family == "general" else f"depthwise_conv2d{layout}"
-                arrays_ = [pointers[k] for k in ("ifmap", "weights", "bias", "residual", "slope", "result")]
-                cases.append((code, Call(op, arrays_, [g[k] for k in names], floats)))
-        else:  # the "same" shorthands: family is the suffix
-            for layout in ("nchw", "nhwc"):
-                roles = ["ifmap", "weights"] + {"": [], "_clamp": [], "_bias_clamp": ["bias"],
-                                                "_bias_residual_clamp": ["bias", "residual"]}[family] + ["result"]
-                arrays_ = [pointers[r] for r in roles]
-                cases.append((code, Call(f"conv2d{layout}{family}", arrays_, [g[k] for k in ("oc", "iw", "ih", "ic", "kh", "kw")],
-                                         [] if family == "" else floats)))
+        for layout in ("nchw", "nhwc"):
+            names = (["ic", "ih", "iw", "oc"] if family == "general" else ["oc", "ih", "iw"]) + [
+                "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl", "scratch"]
+            op = f"conv2d{layout}_general" if family == "general" else f"depthwise_conv2d{layout}"
+            arrays_ = [pointers[k] for k in ("ifmap", "weights", "bias", "residual", "slope", "result")]
+            cases.append((code, Call(op, arrays_, [g[k] for k in names], floats)))
 
     for family in ("general", "depthwise"):
         for role in ("ifmap", "weights", "result"):
@@ -555,19 +528,10 @@ def vanilla_errors():
     add("ETAPS", "depthwise", kh=9, kw=9)
     add("ETAPS", "depthwise", kh=65, kw=1)
     add("ETAPS", "depthwise", kh=65536, kw=65536)           # kh*kw overflows int
-    for family in ("", "_clamp", "_bias_clamp", "_bias_residual_clamp"):
-        add("EINVAL", family, {"ifmap": None})
-        add("EINVAL", family, {"result": None})
-        add("ESIZE", family, oc=0)
-        add("ESIZE", family, ih=-5)
-        add("EEVEN", family, kh=2)
-        add("EEVEN", family, kw=4)
-        add("ERANGE", family, ih=INT_MAX, iw=INT_MAX, ic=INT_MAX, kh=1, kw=1)
-    for family in ("_clamp", "_bias_clamp", "_bias_residual_clamp"):
-        add("ECLAMP", family, floats=(1.0, -1.0))
-    add("EINVAL", "_bias_clamp", {"bias": None})
-    add("EINVAL", "_bias_residual_clamp", {"bias": None})
-    add("EINVAL", "_bias_residual_clamp", {"residual": None})
+    for family in ("general", "depthwise"):
+        add("EBUFFER", family, scratch=0)  # no scratch
+        add("EBUFFER", family, scratch=64)  # too little
+        add("ESTRIDE", family, scratch=0, sw=0)  # the scratch is checked last
     # Several problems at once: the first in the order of the header's list.
     add("EINVAL", "general", {"ifmap": None}, oc=0, sw=0)
     add("ESIZE", "general", oc=0, sw=0, pl=-1)
@@ -601,10 +565,45 @@ def test_pads_as_large_as_an_int(vdrivers, layout, depthwise):
         assert_matches(got, expected)
 
 
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_scratch_of_exactly_get_buffer_size(vdrivers, layout):
+    """Each call with a scratch of exactly its entry's _get_buffer_size (the driver's malloc: ASan
+    sees any byte beyond it) computes; one byte less is VANILLA_EBUFFER, the output untouched."""
+    shapes = [(oc, ic, ih, iw, kh, kw, stride, pad, depthwise) for oc, ic, ih, iw, kh, kw, stride, pad, _ in WINDOWS[::3]
+              for depthwise in (False, True) if not depthwise or kh * kw <= 64]
+    entry = {"nchw": 0, "nhwc": 1}[layout]
+    size_calls = []
+    for oc, ic, ih, iw, kh, kw, stride, pad, depthwise in shapes:
+        c = oc if depthwise else ic
+        oh, ow = (output_size(*a) for a in zip((ih, iw), (kh, kw), stride, pad, pad))
+        size_calls.append(Call("vanilla_get_buffer_size", [], [entry + 2 * depthwise, *stride, *pad, 1, ih, iw, c,
+                                                               oc, kh, kw, 1 if depthwise else c, 1, oh, ow, oc],
+                               UNBOUNDED))
+    sizes = [status for status, _ in run_both(vdrivers, size_calls)]
+    assert all(size > 0 for size in sizes) and len(set(sizes)) > 1, sizes
+    calls, expected = [], []
+    for i, ((oc, ic, ih, iw, kh, kw, stride, pad, depthwise), size) in enumerate(zip(shapes, sizes)):
+        rng = np.random.default_rng(200 + i)
+        ifmap = rng.standard_normal((oc if depthwise else ic, ih, iw)).astype(np.float32)
+        weights = rng.standard_normal((oc, kh, kw) if depthwise else (oc, ic, kh, kw)).astype(np.float32)
+        oh, ow = (output_size(*a) for a in zip((ih, iw), (kh, kw), stride, pad, pad))
+        for scratch in (size, size - 1):
+            calls.append(window_call(layout, ifmap, weights, (oh, ow), stride, pad, depthwise=depthwise,
+                                     scratch=scratch))
+            expected.append((scratch == size, (numpy_depthwise if depthwise else numpy_conv)(ifmap, weights, oh, ow,
+                                                                                           stride, pad)))
+    for (status, arrays), (enough, want) in zip(run_both(vdrivers, calls), expected):
+        if enough:
+            assert status == V["OK"]
+            assert_matches(from_layout(arrays[5], layout), want)
+        else:
+            assert status == V["EBUFFER"] and np.isnan(arrays[5]).all()
+
+
 def test_vanilla_status_codes_are_distinct():
     assert V["OK"] == 0
     errors = {k: v for k, v in V.items() if k.startswith("E")}
-    assert set(errors) == {"EINVAL", "ESIZE", "ESTRIDE", "EPAD", "ECLAMP", "EEVEN", "ETAPS", "ERANGE"}
+    assert set(errors) == {"EINVAL", "ESIZE", "ESTRIDE", "EPAD", "ECLAMP", "EEVEN", "ETAPS", "ERANGE", "EBUFFER"}
     assert len(set(errors.values())) == len(errors) and 0 not in errors.values()
 
 
@@ -1090,7 +1089,7 @@ def test_a_sanitizer_report_fails_the_run(drivers):
     """The harness itself: a read past an array (ASan) and a signed overflow (UBSan, in the
     driver's self-test entry) each make the sanitized run fail."""
     past_the_end = Call("conv2dnchw_general", [one(), one(), None, None, None, one()],
-                        [1, 4, 4, 1, 3, 3, 2, 2, 1, 1, 0, 0], UNBOUNDED)  # valid sizes, 1-element arrays
+                        [1, 4, 4, 1, 2, 2, 3, 3, 1, 1, 0, 0, SCRATCH], UNBOUNDED)  # valid sizes, 1-element arrays
     with pytest.raises(AssertionError, match="AddressSanitizer: heap-buffer-overflow"):
         drivers["sanitized"].run([past_the_end])
     with pytest.raises(AssertionError, match="runtime error: signed integer overflow"):

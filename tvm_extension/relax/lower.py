@@ -59,10 +59,13 @@ class _Lower(relax.PyExprMutator):
 
         def body(ins, outs):
             match = Match(pattern, ops, dict(zip(func.params, ins)), outs[0])
-            status = self.backend.kernel_call(match, self.attrs)
+            call = self.backend.kernel_call(match, self.attrs)
+            # A call that needs scratch memory comes with the buffers to allocate for it: (status, buffers).
+            status, scratch = call if isinstance(call, tuple) else (call, [])
             failed = tvm.ir.StringImm(f"{self.backend.TARGET}: the kernel refused {pattern} (a non-zero status)")
             # Positional: the constructor takes (condition, kind, message parts), whatever its docstring says.
-            return tirx.AssertStmt(status == 0, tvm.ir.StringImm("RuntimeError"), [failed])
+            check = tirx.AssertStmt(status == 0, tvm.ir.StringImm("RuntimeError"), [failed])
+            return tirx.SeqStmt([*map(tirx.AllocBuffer, scratch), check]) if scratch else check
 
         def compute(*tensors):
             shape = [int(d) for d in func.ret_ty.shape]

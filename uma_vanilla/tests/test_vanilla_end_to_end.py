@@ -114,9 +114,10 @@ def test_module_name_is_followed(tmp_path):
 
 
 FAILING_KERNEL = b"""#include "vanilla_accelerator.h"
-int32_t vanilla_conv2dnchw_general(float* i, float* w, float* b, float* r, float* s, float* o, int oc, int iw,
-                                   int ih, int ic, int kh, int kw, int ow, int oh, int sw, int sh, int pl, int pt,
-                                   float lo, float hi) {
+int32_t vanilla_conv2dnchw_general(float* buf, int32_t buf_size, float* i, float* w, float* b, float* r, float* s,
+                                   float* o, int32_t ic, int32_t ih, int32_t iw, int32_t oc, int32_t oh, int32_t ow,
+                                   int32_t kh, int32_t kw, int32_t sh, int32_t sw, int32_t pt, int32_t pl, float lo,
+                                   float hi) {
   return 7;
 }
 """
@@ -169,7 +170,7 @@ def test_residual_add_is_part_of_the_kernel_call(tmp_path):
     # both skip connections go into the call; the broadcast add stays on the CPU
     assert "offloaded: nn.conv2d x3, nn.bias_add x3, add x2, nn.relu x2 in 3 functions" in done.stdout, done.stdout
     calls = re.findall(r"= vanilla_conv2dnchw_general\(([^;]*)\);", "".join(mlf_sources(out).values()))
-    residuals = sorted(call.split(", ")[3] != "absent" for call in calls)  # (ifmap, weights, bias, residual, ...)
+    residuals = sorted(call.split(", ")[5] != "absent" for call in calls)  # (scratch, size, ifmap, weights, bias, residual, ...)
     assert residuals == [False, True, True], calls
     inputs = {"input": np.random.default_rng(5).standard_normal((1, 6, 9, 10)).astype(np.float32)}
     (got,) = build(out, tmp_path / "build").run(inputs)[0].values()

@@ -120,3 +120,19 @@ def test_prelu(vanilla, case, layout, slope_shape, axis, prelu_offloaded):
     offloaded, on_cpu = partition_ops(vanilla, out, data)
     assert "nn.conv2d" in offloaded and "nn.bias_add" in offloaded, case
     assert ("nn.prelu" in offloaded) == prelu_offloaded and ("nn.prelu" in on_cpu) != prelu_offloaded, case
+
+
+def test_target_passes_and_codegen_import_without_relay():
+    """The C library, the target's attributes and the TIR pass need no Relay (another engine may
+    use them): importing them in a fresh interpreter loads no tvm.relay module."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import uma_vanilla.passes, uma_vanilla.target, uma_vanilla.codegen; "
+            "print(sorted(m for m in sys.modules if m == 'tvm.relay' or m.startswith('tvm.relay.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+    # and the target's attributes are the backend's
+    from uma_vanilla import target
+    assert target.ATTRIBUTES == {"max_kernel_size": 7, "cflags": ""} and target.ATTR_RANGES == {"max_kernel_size": (1, 8)}

@@ -6,29 +6,26 @@ from tvm.relay.backend.contrib.uma.backend import UMABackend
 from tvm_extension.kit.fold import fold_batch_norm_pass, unflatten_prelu_pass
 from tvm_extension.uma import config_of
 
+from . import target
 from .codegen import gen_includes
-from .passes import VanillaAcceleratorConv2DPass, describe_output_stage, fold_weights, lift_constants, pack_weights
+from .passes import VanillaAcceleratorConv2DPass
 from .patterns import (
-    MAX_KERNEL_SIZE, conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, hard_activation_reason,
-    why_not_offloaded,
+    conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, describe_output_stage, fold_weights,
+    hard_activation_reason, lift_constants, pack_weights, why_not_offloaded,
 )
 
 
 class VanillaAcceleratorBackend(UMABackend):
     """UMA backend for VanillaAccelerator."""
 
-    # Checked when the target is parsed: the window buffer holds at most the kernel's
-    # VANILLA_MAX_TAPS (vanilla_accelerator.h), so max_kernel_size is at most 8.
-    target_attr_ranges = {"max_kernel_size": (1, MAX_KERNEL_SIZE)}
+    # Checked when the target is parsed (target.py: max_kernel_size at most 8).
+    target_attr_ranges = target.ATTR_RANGES
 
     def __init__(self):
         # One kernel call per conv: adjacent convs must not merge into one function.
         super().__init__(merge_compiler_regions=False)
-        # The MAC array's window buffer holds this size squared taps (7: a 7x7 or a 9x1 kernel).
-        self._register_target_attr("max_kernel_size", default=7)
-        # Extra compiler flags for the kernel library in the MLF (e.g. -march=native), written
-        # beside it as vanilla_accelerator.cflags, which the host and board builds read.
-        self._register_target_attr("cflags", default="")
+        for name, default in target.ATTRIBUTES.items():  # (what each means: target.py)
+            self._register_target_attr(name, default=default)
         # Its DMA reads NCHW and NHWC feature maps: models keep their layout, no transposes.
         # Weights only need to be constants (TFLite's float16 ones are cast first).
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, fold_weights())
@@ -65,4 +62,4 @@ class VanillaAcceleratorBackend(UMABackend):
 
     @property
     def target_name(self):
-        return "vanilla_accelerator"
+        return target.NAME

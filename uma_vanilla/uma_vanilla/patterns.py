@@ -1,4 +1,6 @@
-"""Relay patterns offloaded to Vanilla: exactly what its Conv2D engine can compute.
+"""Vanilla's Relay side: the patterns offloaded to it (exactly what its Conv2D engine can
+compute) and the Relay passes around partitioning.  The one module that speaks Relay, besides
+backend.py's UMA wiring.
 
 The engine computes any window (kernel size, stride, zero padding).  Its output stage adds a
 per-channel bias, then a residual tensor of the output's shape (the skip connection of
@@ -6,22 +8,21 @@ ResNet-style blocks), and applies an activation (ReLU, ReLU6, any clip, per-chan
 ``conv2d -> add|bias_add(bias) -> add(residual) -> relu|clip|prelu`` is one offloaded call: the
 kit's float conv patterns (``tvm_extension.kit.conv_patterns``), with Vanilla's limits.
 """
-import math
 from typing import Optional
 
 from tvm_extension.kit import conv_patterns
 from tvm_extension.kit.conv_patterns import (  # noqa: F401  (the patterns the backend registers)
     conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern,
 )
-from tvm_extension.kit.limits import c_limits
+from tvm_extension.kit.describe import describe_pass
+from tvm_extension.kit.layout import fold_weights_pass, pack_weights_pass
+from tvm_extension.uma import lift_constants_pass
 
-from .codegen import KERNEL_DIR
+from .passes import ATTR
+from .target import MAX_KERNEL_SIZE, MAX_TAPS, NAME  # noqa: F401  (MAX_KERNEL_SIZE: for the backend)
 
-# The kernel's own limits (vanilla_accelerator.h): the patterns refuse what its check() refuses.
-LIMITS = c_limits(KERNEL_DIR / "vanilla_accelerator.h", "VANILLA_")
-MAX_TAPS = LIMITS["MAX_TAPS"]
-# The largest max_kernel_size: a square window the depthwise buffer holds (8x8 of 64 taps).
-MAX_KERNEL_SIZE = math.isqrt(MAX_TAPS)
+# Records on each offloaded function what its TIR pass reads (roles, window, clamp) as ATTR.
+describe_output_stage = describe_pass(NAME, ATTR, "VanillaDescribeOutputStage")
 
 
 def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
@@ -36,3 +37,19 @@ def why_not_offloaded(root, max_kernel_size: int) -> Optional[str]:
 def hard_activation_reason(clip) -> Optional[str]:
     """Why a hard-sigmoid / hard-swish clip stays on the CPU (for the offload report), else None."""
     return conv_patterns.hard_activation_reason(clip, "Vanilla's output stage")
+
+
+def pack_weights():
+    """Vanilla reads weights as [oc][ic][kh][kw] whatever the feature maps' layout."""
+    return pack_weights_pass(NAME, "OIHW", name="VanillaPackWeights")
+
+
+def fold_weights():
+    """TFLite's float16 weights arrive as cast(constant): fold them so the pattern sees constants."""
+    return fold_weights_pass(name="VanillaFoldWeights")
+
+
+def lift_constants():
+    """Every tensor an offloaded function reads becomes a parameter (the framework would do it
+    after the backend's passes; describing the roles needs it first)."""
+    return lift_constants_pass(NAME)

@@ -9,20 +9,16 @@ Offloaded: ``conv2d -> [add(bias)] -> [relu]``, NCHW/OIHW float32, batch 1, no d
 groups, a window of at most ``max_kernel_size`` squared taps, any stride and zero padding.
 Not yet: depthwise, NHWC, residual, clip, PReLU (the Relay backend offloads those).
 """
-import math
 from typing import Optional
 
 from tvm import tirx
 
-from tvm_extension.kit.limits import c_limits
 from tvm_extension.relax.patterns import FLT_MAX, bias_problem, conv2d_patterns, conv2d_problem, conv_geometry
 
 from .codegen import KERNEL_DIR, gen_includes  # noqa: F401  (its C library, as for Relay)
+from .buffer_size import buffer_size
+from .target import MAX_KERNEL_SIZE, NAME as TARGET
 
-# The largest max_kernel_size: a square window of the kernel's VANILLA_MAX_TAPS (as patterns.py).
-MAX_KERNEL_SIZE = math.isqrt(c_limits(KERNEL_DIR / "vanilla_accelerator.h", "VANILLA_")["MAX_TAPS"])
-
-TARGET = "vanilla_accelerator"
 # As the Relay backend's: --target-vanilla_accelerator-max_kernel_size=N (its window buffer holds N*N taps).
 TARGET_ATTRS = {"max_kernel_size": 7}
 TARGET_ATTR_RANGES = {"max_kernel_size": (1, MAX_KERNEL_SIZE)}
@@ -42,13 +38,18 @@ def patterns(attrs):
 
 
 def kernel_call(match, attrs):
-    """``vanilla_conv2dnchw_general`` on the match's buffers (vanilla_accelerator.h); its status."""
+    """``vanilla_conv2dnchw_general`` on the match's buffers (vanilla_accelerator.h): (its status,
+    the scratch buffer to allocate for it, sized as the Relay pass sizes it)."""
     conv = match.ops["relax.nn.conv2d"]
     g = conv_geometry(conv)
     null = tirx.reinterpret("handle", tirx.const(0, "uint64"))  # a left-out tensor
     bias = match.buffer(match.ops["relax.add"].args[1]).data if "relax.add" in match.ops else null
     lo = 0.0 if "relax.nn.relu" in match.ops else -FLT_MAX
-    window = [g[k] for k in ("oc", "iw", "ih", "ic", "kh", "kw", "ow", "oh", "stride_w", "stride_h", "pad_left", "pad_top")]
-    return tirx.call_extern(
-        "int32", "vanilla_conv2dnchw_general", match.buffer(conv.args[0]).data, match.buffer(conv.args[1]).data,
-        bias, null, null, match.result.data, *window, tirx.FloatImm("float32", lo), tirx.FloatImm("float32", FLT_MAX))
+    nbytes = buffer_size(False, "nchw", g)
+    scratch = tirx.decl_buffer(((nbytes + 3) // 4,), "float32", "vanilla_scratch")
+    window = [g[k] for k in ("ic", "ih", "iw", "oc", "oh", "ow", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left")]
+    status = tirx.call_extern(
+        "int32", "vanilla_conv2dnchw_general", scratch.data, tirx.IntImm("int32", nbytes),
+        match.buffer(conv.args[0]).data, match.buffer(conv.args[1]).data, bias, null, null, match.result.data, *window,
+        tirx.FloatImm("float32", lo), tirx.FloatImm("float32", FLT_MAX))
+    return status, [scratch]

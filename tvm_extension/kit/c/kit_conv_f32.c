@@ -490,6 +490,42 @@ static void fill_row(float* restrict panel, int W, const float* src, int col0, i
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Scratch: the engines' working memory, from the caller (kit_conv_f32_context) */
+
+enum { ROWS, PIXELS, GENERIC, DW_ROWS, DW_PIXELS }; /* the engines below */
+enum { ALIGN = 64, SLOT = 8 };                    /* regions start on cache lines; offsets take 8 bytes */
+typedef char kit_conv_f32_offsets_fit[sizeof(ptrdiff_t) <= SLOT && sizeof(span_t) <= SLOT ? 1 : -1];
+
+/* An engine's arrays: offsets (off, off2), spans per phase (run), the input panel, transposed
+ * weights (wt) and a register block's tile; a NULL pointer for what it does not use. */
+typedef struct {
+  ptrdiff_t *off, *off2;
+  span_t* run;
+  float *panel, *wt, *tile;
+} scratch_t;
+
+static void* take(unsigned char* base, size_t* at, size_t count, size_t size) {
+  void* p = base == NULL || count == 0 ? NULL : base + *at;
+  *at += (count * size + ALIGN - 1) / ALIGN * ALIGN;
+  return p;
+}
+
+/* Lays the engine's arrays out from base (or only measures them: base NULL); their bytes. */
+static size_t carve(scratch_t* s, unsigned char* base, int engine) {
+  const int dense = engine == ROWS || engine == PIXELS;
+  const size_t offs = engine == GENERIC ? 0 : dense ? KMAX : MAX_TAPS;
+  const size_t wt = engine == PIXELS ? (size_t)KMAX * NR : engine == DW_PIXELS ? (size_t)CAP + MAX_TAPS * NR : 0;
+  size_t at = 0;
+  s->off = (ptrdiff_t*)take(base, &at, offs, SLOT);
+  s->off2 = (ptrdiff_t*)take(base, &at, dense ? KMAX : 0, SLOT);
+  s->run = (span_t*)take(base, &at, engine == DW_ROWS ? MAX_TAPS : 0, SLOT);
+  s->panel = (float*)take(base, &at, engine == GENERIC ? 0 : CAP, sizeof(float));
+  s->wt = (float*)take(base, &at, wt, sizeof(float));
+  s->tile = (float*)take(base, &at, (size_t)MR * NR, sizeof(float));
+  return at;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Dense convolution */
 
 /* NCHW, lanes along output rows.  Per tile of up to TP output pixels of row y, the input rows it
@@ -497,7 +533,8 @@ static void fill_row(float* restrict panel, int W, const float* src, int col0, i
  * columns sliding along it; wider strides one row per (c, ky, kx) holding every sw-th column.
  * Rows are MR output channels, their weights read in place.  Reductions longer than a panel or
  * KMAX steps go in chunks of whole panel rows. */
-static void conv_rows(const float* ifmap, const float* weights, float* result, const conv_t* g, const stage_t* st) {
+static void conv_rows(const float* ifmap, const float* weights, float* result, const conv_t* g, const stage_t* st,
+                      const scratch_t* s) {
   const int taps = g->kh * g->kw;
   const size_t K = (size_t)g->ic * (size_t)taps;
   const int slide = g->sw == 1 && g->kw <= KMAX, kslide = slide ? g->kw : 1;
@@ -508,8 +545,8 @@ static void conv_rows(const float* ifmap, const float* weights, float* result, c
   const size_t nchunks = (nrows + (size_t)rows_fit - 1) / (size_t)rows_fit;
   const size_t rows_per = (nrows + nchunks - 1) / nchunks; /* balanced chunks, <= rows_fit */
   const size_t iplane = (size_t)g->ih * g->iw, oplane = (size_t)g->oh * g->ow;
-  float panel[CAP], tile[MR * NR];
-  ptrdiff_t ident[KMAX], boff[KMAX];
+  float *const panel = s->panel, *const tile = s->tile;
+  ptrdiff_t *const ident = s->off, *const boff = s->off2;
   for (int k = 0; k < KMAX; ++k) ident[k] = k;
 
   for (int y = 0; y < g->oh; ++y) {
@@ -552,7 +589,7 @@ static void conv_rows(const float* ifmap, const float* weights, float* result, c
  * the tile's input window, zero-padded and channel-innermost ([row][column][channel]), so every
  * pixel finds tap (c, ky, kx) at the same offset from its own start. */
 static void conv_pixels(const float* ifmap, const float* weights, float* result, const conv_t* g,
-                        const stage_t* st) {
+                        const stage_t* st, const scratch_t* s) {
   const int taps = g->kh * g->kw;
   const size_t K = (size_t)g->ic * (size_t)taps, iplane = (size_t)g->ih * g->iw, oplane = (size_t)g->oh * g->ow;
   const layout_t in = layout_of(g->nhwc, (size_t)g->ic, iplane);
@@ -576,8 +613,8 @@ static void conv_pixels(const float* ifmap, const float* weights, float* result,
       T = imin(g->ow, (int)((CAP / ((size_t)g->kh * (size_t)nc) - (size_t)g->kw) / (size_t)cs) + 1);
     }
   }
-  float panel[CAP], wt[KMAX * NR], tile[MR * NR];
-  ptrdiff_t aoff[KMAX], boff[KMAX];
+  float *const panel = s->panel, *const wt = s->wt, *const tile = s->tile;
+  ptrdiff_t *const aoff = s->off, *const boff = s->off2;
   int y0 = 0, x0 = 0;
   size_t p0 = 0;
   while (p0 < oplane) {
@@ -655,11 +692,11 @@ static void conv_pixels(const float* ifmap, const float* weights, float* result,
 
 /* Any window (kh*kw above KMAX, NHWC): output by output, the same chain of multiply-adds. */
 static void conv_generic(const float* ifmap, const float* weights, float* result, const conv_t* g,
-                         const stage_t* st) {
+                         const stage_t* st, const scratch_t* s) {
   const int taps = g->kh * g->kw;
   const size_t K = (size_t)g->ic * (size_t)taps, iplane = (size_t)g->ih * g->iw, oplane = (size_t)g->oh * g->ow;
   const layout_t in = layout_of(g->nhwc, (size_t)g->ic, iplane);
-  float tile[MR * NR];
+  float* const tile = s->tile;
   for (int y = 0; y < g->oh; ++y)
     for (int x = 0; x < g->ow; ++x) {
       const size_t pix = (size_t)y * g->ow + x;
@@ -711,23 +748,23 @@ static conv_t column_as_row(conv_t g) {
   return g;
 }
 
-static ALWAYS_INLINE void conv2d(const float* ifmap, const float* weights, float* result, conv_t g,
-                                 const stage_t* st) {
-  g = column_as_row(g);
-  if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.ih && g.ow == g.iw &&
-      (size_t)g.ih * g.iw <= INT_MAX / 2) { /* 1x1: the whole plane as one long row */
+/* The geometry as the engine computes it (a dense 1x1: the whole plane as one long row). */
+static ALWAYS_INLINE conv_t prepared(conv_t g, int kind) {
+  g = column_as_row(g); /* (depthwise weights [c][kh][1] are [c][1][kh]) */
+  if (kind != DEPTHWISE && g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 &&
+      g.oh == g.ih && g.ow == g.iw && (size_t)g.ih * g.iw <= INT_MAX / 2) {
     g.iw = g.ow = g.ih * g.iw;
     g.ih = g.oh = 1;
   }
-  const int taps_fit = g.kh * g.kw <= KMAX;
-  if (g.nhwc) {
-    if (taps_fit) conv_pixels(ifmap, weights, result, &g, st);
-    else conv_generic(ifmap, weights, result, &g, st);
-  } else if (!taps_fit || along_rows(&g)) {
-    conv_rows(ifmap, weights, result, &g, st);
-  } else {
-    conv_pixels(ifmap, weights, result, &g, st);
-  }
+  return g;
+}
+
+/* The engine that computes a prepared geometry. */
+static ALWAYS_INLINE int engine_of(const conv_t* g, int kind) {
+  if (kind == DEPTHWISE) return g->nhwc ? DW_PIXELS : DW_ROWS;
+  const int taps_fit = g->kh * g->kw <= KMAX;
+  if (g->nhwc) return taps_fit ? PIXELS : GENERIC;
+  return !taps_fit || along_rows(g) ? ROWS : PIXELS;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -739,14 +776,14 @@ static ALWAYS_INLINE void conv2d(const float* ifmap, const float* weights, float
  * every output row is at one offset from the row's start and the lanes read contiguous floats.
  * The columns outside the image are the same for every row of a tile: zeroed once. */
 static void depthwise_rows(const float* ifmap, const float* weights, float* result, const conv_t* g,
-                           const stage_t* st) {
+                           const stage_t* st, const scratch_t* s) {
   const int taps = g->kh * g->kw, qs = imin(g->sh, g->kh), P = imin(g->sw, g->kw), dcol = (g->kw - 1) / g->sw;
   const size_t iplane = (size_t)g->ih * g->iw, oplane = (size_t)g->oh * g->ow;
   int tw = imin(round_up(g->ow, NR), 8 * NR); /* output columns per tile: kh rows of it fit (CAP) */
   while (tw > NR && (size_t)g->kh * (size_t)P * (size_t)(tw + dcol) > CAP) tw -= NR;
-  float panel[CAP], tile[MR * NR];
-  ptrdiff_t toff[MAX_TAPS];
-  span_t run[MAX_TAPS]; /* per phase */
+  float *const panel = s->panel, *const tile = s->tile;
+  ptrdiff_t* const toff = s->off;
+  span_t* const run = s->run; /* per phase */
   const float* p[MR];
   for (int x0 = 0; x0 < g->ow; x0 += tw) {
     const int n = imin(tw, g->ow - x0), nr = round_up(n, NR), width = nr + dcol, rowlen = P * width;
@@ -757,7 +794,7 @@ static void depthwise_rows(const float* ifmap, const float* weights, float* resu
       toff[j] = (ptrdiff_t)ky * rowlen + (ptrdiff_t)(kx % g->sw) * width + kx / g->sw;
     }
     for (int ph = 0; ph < P; ++ph) run[ph] = span(width, x0 * g->sw + ph - g->pl, g->sw, g->iw);
-    memset(panel, 0, sizeof panel);
+    memset(panel, 0, CAP * sizeof(float));
     for (int c = 0; c < g->oc; ++c) {
       const float* w = weights + (size_t)c * taps;
       for (int y0 = 0; y0 < g->oh; y0 += rb) {
@@ -814,7 +851,7 @@ static void depthwise_rows(const float* ifmap, const float* weights, float* resu
  * values), so blocks stay whole; with fewer channels than NR, a block reads on into the next
  * column (or the panel's slack), values its zero weights ignore. */
 static void depthwise_pixels(const float* ifmap, const float* weights, float* result, const conv_t* g,
-                             const stage_t* st) {
+                             const stage_t* st, const scratch_t* s) {
   enum { ROOM = CAP - NR }; /* panel floats for the ring (NR of slack after it) */
   const int taps = g->kh * g->kw, C = g->oc, cs = imin(g->sw, g->kw);
   const size_t wfull = (size_t)(g->ow - 1) * (size_t)cs + (size_t)g->kw;
@@ -828,8 +865,8 @@ static void depthwise_pixels(const float* ifmap, const float* weights, float* re
       T = imin(g->ow, (int)((ROOM / ((size_t)g->kh * (size_t)G) - (size_t)g->kw) / (size_t)cs) + 1);
     if (T < g->ow && T > MR) T = T / MR * MR; /* tiles of whole blocks */
   }
-  float panel[CAP], wt[CAP + MAX_TAPS * NR], tile[MR * NR]; /* taps*G <= ROOM */
-  ptrdiff_t toff[MAX_TAPS];
+  float *const panel = s->panel, *const wt = s->wt, *const tile = s->tile; /* wt: taps*G <= ROOM */
+  ptrdiff_t* const toff = s->off;
   const float* p[MR];
   for (int g0 = 0; g0 < C; g0 += G) {
     const int gc = imin(G, C - g0), wl = round_up(gc, NR); /* the group's channels; weight lanes */
@@ -904,19 +941,31 @@ static const stage_t* make_stage(stage_t* s, const float* bias, const float* res
   return bias == NULL && residual == NULL && slope == NULL && !s->clamp ? NULL : s;
 }
 
-static ALWAYS_INLINE int32_t run(const float* ifmap, const float* weights, const float* bias,
-                                  const float* residual, const float* slope, float* result, conv_t g, float lo,
-                                  float hi, int kind) {
+/* The scratch bytes the engine of a valid geometry needs: its arrays, and room to align them. */
+static size_t scratch_bytes(int engine) {
+  scratch_t s;
+  return carve(&s, NULL, engine) + ALIGN;
+}
+
+static ALWAYS_INLINE int32_t run(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
+                                  const float* bias, const float* residual, const float* slope, float* result,
+                                  conv_t g, float lo, float hi, int kind) {
   const int32_t status = check(ifmap, weights, result, &g, lo, hi, kind);
   if (status != KIT_CONV_F32_OK) return status;
+  g = prepared(g, kind);
+  const int engine = engine_of(&g, kind);
+  if (ctx == NULL || ctx->buf == NULL || ctx->size < 0 || (size_t)ctx->size < scratch_bytes(engine))
+    return KIT_CONV_F32_EBUFFER;
+  scratch_t sc;
+  carve(&sc, (unsigned char*)ctx->buf + (ALIGN - (uintptr_t)ctx->buf % ALIGN) % ALIGN, engine);
   stage_t s;
   const stage_t* st = make_stage(&s, bias, residual, slope, lo, hi);
-  if (kind != DEPTHWISE) {
-    conv2d(ifmap, weights, result, g, st);
-  } else {
-    g = column_as_row(g); /* (weights [c][kh][1] are [c][1][kh]) */
-    if (g.nhwc) depthwise_pixels(ifmap, weights, result, &g, st);
-    else depthwise_rows(ifmap, weights, result, &g, st);
+  switch (engine) {
+    case ROWS: conv_rows(ifmap, weights, result, &g, st, &sc); break;
+    case PIXELS: conv_pixels(ifmap, weights, result, &g, st, &sc); break;
+    case GENERIC: conv_generic(ifmap, weights, result, &g, st, &sc); break;
+    case DW_ROWS: depthwise_rows(ifmap, weights, result, &g, st, &sc); break;
+    default: depthwise_pixels(ifmap, weights, result, &g, st, &sc); break;
   }
   return KIT_CONV_F32_OK;
 }
@@ -935,30 +984,43 @@ int32_t kit_conv_f32_check(const float* ifmap, const float* weights, float* resu
   return check(ifmap, weights, result, &g, lo, hi, depthwise ? DEPTHWISE : CONV);
 }
 
-int32_t kit_conv2d_f32_nchw(const float* ifmap, const float* weights, const float* bias, const float* residual,
-                            const float* slope, float* result, const kit_conv_f32_geometry* geometry, float lo,
-                            float hi) {
-  if (geometry == NULL) return KIT_CONV_F32_EINVAL;
-  return run(ifmap, weights, bias, residual, slope, result, conv_of(geometry, 0), lo, hi, CONV);
+int32_t kit_conv_f32_get_buffer_size(const kit_conv_f32_geometry* geometry, int32_t depthwise, int32_t nhwc) {
+  static const float any = 0.0f; /* check() reads no tensor: a valid pointer stands for each */
+  if (geometry == NULL) return 0;
+  const int kind = depthwise ? DEPTHWISE : CONV;
+  conv_t g = conv_of(geometry, nhwc != 0);
+  if (check(&any, &any, &any, &g, 0.0f, 0.0f, kind) != KIT_CONV_F32_OK) return 0;
+  g = prepared(g, kind);
+  return (int32_t)scratch_bytes(engine_of(&g, kind));
 }
 
-int32_t kit_conv2d_f32_nhwc(const float* ifmap, const float* weights, const float* bias, const float* residual,
-                            const float* slope, float* result, const kit_conv_f32_geometry* geometry, float lo,
-                            float hi) {
-  if (geometry == NULL) return KIT_CONV_F32_EINVAL;
-  return run(ifmap, weights, bias, residual, slope, result, conv_of(geometry, 1), lo, hi, CONV);
-}
+#define ENTRY(name, nhwc, kind)                                                                                    \
+  int32_t name##_ctx(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights, const float* bias, \
+                     const float* residual, const float* slope, float* result,                                   \
+                     const kit_conv_f32_geometry* geometry, float lo, float hi) {                                \
+    if (geometry == NULL) return KIT_CONV_F32_EINVAL;                                                            \
+    return run(ctx, ifmap, weights, bias, residual, slope, result, conv_of(geometry, nhwc), lo, hi, kind);       \
+  }                                                                                                              \
+  int32_t name(const float* ifmap, const float* weights, const float* bias, const float* residual,              \
+               const float* slope, float* result, const kit_conv_f32_geometry* geometry, float lo, float hi) {  \
+    const kit_conv_f32_context ctx = {engine_scratch, (int32_t)sizeof engine_scratch};                          \
+    return name##_ctx(&ctx, ifmap, weights, bias, residual, slope, result, geometry, lo, hi);                   \
+  }
 
-int32_t kit_depthwise_conv2d_f32_nchw(const float* ifmap, const float* weights, const float* bias,
-                                      const float* residual, const float* slope, float* result,
-                                      const kit_conv_f32_geometry* geometry, float lo, float hi) {
-  if (geometry == NULL) return KIT_CONV_F32_EINVAL;
-  return run(ifmap, weights, bias, residual, slope, result, conv_of(geometry, 0), lo, hi, DEPTHWISE);
-}
+/* The entries without a context share this static scratch (not reentrant): the most any engine
+ * needs. */
+#define REGION(count, size) (((count) * (size) + ALIGN - 1) / ALIGN * ALIGN)
+#define MAX2(a, b) ((a) > (b) ? (a) : (b))
+enum {
+  TILE_BYTES = REGION(MR * NR, sizeof(float)),
+  PIXELS_BYTES = 2 * REGION(KMAX, SLOT) + REGION(CAP, sizeof(float)) + REGION(KMAX * NR, sizeof(float)) + TILE_BYTES,
+  DW_ROWS_BYTES = 2 * REGION(MAX_TAPS, SLOT) + REGION(CAP, sizeof(float)) + TILE_BYTES,
+  DW_PIXELS_BYTES = REGION(MAX_TAPS, SLOT) + REGION(CAP, sizeof(float)) + REGION(CAP + MAX_TAPS * NR, sizeof(float)) + TILE_BYTES,
+  MAX_SCRATCH = MAX2(PIXELS_BYTES, MAX2(DW_ROWS_BYTES, DW_PIXELS_BYTES)) + ALIGN
+};
+static unsigned char engine_scratch[MAX_SCRATCH];
 
-int32_t kit_depthwise_conv2d_f32_nhwc(const float* ifmap, const float* weights, const float* bias,
-                                      const float* residual, const float* slope, float* result,
-                                      const kit_conv_f32_geometry* geometry, float lo, float hi) {
-  if (geometry == NULL) return KIT_CONV_F32_EINVAL;
-  return run(ifmap, weights, bias, residual, slope, result, conv_of(geometry, 1), lo, hi, DEPTHWISE);
-}
+ENTRY(kit_conv2d_f32_nchw, 0, CONV)
+ENTRY(kit_conv2d_f32_nhwc, 1, CONV)
+ENTRY(kit_depthwise_conv2d_f32_nchw, 0, DEPTHWISE)
+ENTRY(kit_depthwise_conv2d_f32_nhwc, 1, DEPTHWISE)

@@ -24,6 +24,8 @@ extern "C" {
 #define KIT_CONV_F32_ETAPS 6   /* depthwise: kh * kw above the KIT_CONV_F32_MAX_TAPS taps of its window buffer */
 #define KIT_CONV_F32_ERANGE 7  /* too large to index: a tensor above PTRDIFF_MAX bytes, kh * kw above INT_MAX,
                                 * or a window extent (oh-1)*stride_h + kh or (ow-1)*stride_w + kw above INT_MAX/2 */
+#define KIT_CONV_F32_EBUFFER 8 /* a context entry: no context, or its buffer NULL or smaller than
+                                * kit_conv_f32_get_buffer_size() */
 
 /* The depthwise window buffer's taps (kh * kw).  Compilers read this line too
  * (tvm_extension.kit.limits.c_limits): what they offload follows from it. */
@@ -38,6 +40,22 @@ typedef struct {
   int32_t stride_h, stride_w, pad_top, pad_left;
 } kit_conv_f32_geometry;
 
+/* The engine's working memory (panels of input rows, transposed weights, offsets), from the
+ * caller: buf of size bytes, any alignment. */
+typedef struct {
+  void* buf;
+  int32_t size;
+} kit_conv_f32_context;
+
+/* The bytes of buffer a `_ctx` entry needs for this geometry (dense if depthwise is 0, NCHW if nhwc
+ * is 0): at most about 37 KB, less for the engines that do not transpose weights; 0 for a geometry
+ * the entries refuse.  It depends on the build's register blocks (KIT_CONV_F32_MR/NR, see the .c). */
+int32_t kit_conv_f32_get_buffer_size(const kit_conv_f32_geometry* geometry, int32_t depthwise, int32_t nhwc);
+
+/* Each entry below comes twice: `name_ctx(ctx, ...)` computes in the caller's scratch (after the
+ * checks above, EBUFFER if ctx does not hold get_buffer_size bytes); `name(...)` in a static
+ * scratch of the library's own (so not reentrant: for single-threaded callers). */
+
 /* The whole engine: the window, then the output stage.
  *   ifmap [ic][ih][iw], weights [oc][ic][kh][kw], result [oc][oh][ow], float32;
  *   then per output element of channel o: v = conv + bias[o] + residual (same shape and layout as
@@ -46,10 +64,16 @@ typedef struct {
  * residual may alias ifmap, not result.  Returns KIT_CONV_F32_OK or an error code above but ETAPS.
  * Each output is one chain of multiply-adds in (c, ky, kx) order from +0, so both layouts give
  * the same bits. */
+int32_t kit_conv2d_f32_nchw_ctx(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
+                                const float* bias, const float* residual, const float* slope, float* result,
+                                const kit_conv_f32_geometry* geometry, float lo, float hi);
 int32_t kit_conv2d_f32_nchw(const float* ifmap, const float* weights, const float* bias, const float* residual,
                             const float* slope, float* result, const kit_conv_f32_geometry* geometry, float lo,
                             float hi);
 /* The same on NHWC feature maps: ifmap [ih][iw][ic], residual and result [oh][ow][oc]. */
+int32_t kit_conv2d_f32_nhwc_ctx(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
+                                const float* bias, const float* residual, const float* slope, float* result,
+                                const kit_conv_f32_geometry* geometry, float lo, float hi);
 int32_t kit_conv2d_f32_nhwc(const float* ifmap, const float* weights, const float* bias, const float* residual,
                             const float* slope, float* result, const kit_conv_f32_geometry* geometry, float lo,
                             float hi);
@@ -57,9 +81,15 @@ int32_t kit_conv2d_f32_nhwc(const float* ifmap, const float* weights, const floa
 /* Depthwise convolution (groups = channels): output channel c reads input channel c only.
  * weights [channels][kh][kw] with kh*kw <= KIT_CONV_F32_MAX_TAPS (else KIT_CONV_F32_ETAPS); window,
  * output stage and other status codes as above; the NHWC entry equals the NCHW one bit for bit. */
+int32_t kit_depthwise_conv2d_f32_nchw_ctx(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
+                                          const float* bias, const float* residual, const float* slope, float* result,
+                                          const kit_conv_f32_geometry* geometry, float lo, float hi);
 int32_t kit_depthwise_conv2d_f32_nchw(const float* ifmap, const float* weights, const float* bias,
                                       const float* residual, const float* slope, float* result,
                                       const kit_conv_f32_geometry* geometry, float lo, float hi);
+int32_t kit_depthwise_conv2d_f32_nhwc_ctx(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
+                                          const float* bias, const float* residual, const float* slope, float* result,
+                                          const kit_conv_f32_geometry* geometry, float lo, float hi);
 int32_t kit_depthwise_conv2d_f32_nhwc(const float* ifmap, const float* weights, const float* bias,
                                       const float* residual, const float* slope, float* result,
                                       const kit_conv_f32_geometry* geometry, float lo, float hi);

@@ -1,0 +1,95 @@
+"""The one way Vanilla's tests call its C library: built with gcc (with the kit's engine and the
+plain reference, vanilla_reference.c), called through ctypes with the API's structs."""
+import ctypes
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from uma_vanilla.codegen import KERNEL_DIR, KIT_DIR
+
+HEADER = KERNEL_DIR / "vanilla_accelerator.h"
+SOURCES = sorted(KERNEL_DIR.glob("*.c")) + [KIT_DIR / "kit_conv_f32.c"]
+REFERENCE = Path(__file__).with_name("vanilla_reference.c")
+# The header's status codes: {"OK": 0, "EINVAL": 1, ...}
+STATUS = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*VANILLA_(\w+) = (\d+)", HEADER.read_text(), re.MULTILINE)}
+FLT_MAX = float(np.finfo(np.float32).max)
+ENTRIES = [f"vanilla_{op}_{layout}" for op in ("conv2d", "depthwise_conv2d") for layout in ("nchw", "nhwc")]
+
+
+class HW(ctypes.Structure):
+    _fields_ = [("h", ctypes.c_int32), ("w", ctypes.c_int32)]
+
+
+class Dims(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int32), ("h", ctypes.c_int32), ("w", ctypes.c_int32), ("c", ctypes.c_int32)]
+
+
+class Context(ctypes.Structure):
+    _fields_ = [("buf", ctypes.c_void_p), ("size", ctypes.c_int32)]
+
+
+class Activation(ctypes.Structure):
+    _fields_ = [("min", ctypes.c_float), ("max", ctypes.c_float)]
+
+
+class ConvParams(ctypes.Structure):
+    _fields_ = [("stride", HW), ("padding", HW), ("activation", Activation)]
+
+
+def build(directory: Path, flags) -> ctypes.CDLL:
+    """The library (and the reference) as one shared object built with ``flags``."""
+    library = Path(directory) / "libvanilla.so"
+    subprocess.run(["gcc", *flags, "-std=c11", "-shared", "-fPIC", f"-I{KERNEL_DIR}", f"-I{KIT_DIR}", "-o", str(library),
+                    *map(str, SOURCES), str(REFERENCE), "-lm"], check=True)
+    lib = ctypes.CDLL(str(library))
+    lib.build_flags = list(flags)
+    for entry in ENTRIES:
+        getattr(lib, entry).restype = ctypes.c_int32  # (vanilla_status: an int-sized enum)
+        getattr(lib, f"{entry}_get_buffer_size").restype = ctypes.c_int32
+    lib.vanilla_conv2d_reference.restype = None
+    return lib
+
+
+def _pointer(a):
+    return None if a is None else a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+
+
+def conv(lib, layout, ifmap, weights, out_hw, stride=(1, 1), pad=(0, 0), bias=None, residual=None, slope=None,
+         lo=-FLT_MAX, hi=FLT_MAX, depthwise=False, reference=False, scratch=None, dims=None):
+    """One call of ``vanilla_[depthwise_]conv2d_<layout>`` (or the reference) on NCHW-shaped numpy
+    arrays (weights [oc][ic][kh][kw], depthwise [c][kh][kw]): (status, NCHW result).  Its scratch
+    is the entry's _get_buffer_size unless ``scratch`` gives the bytes; ``dims`` replaces the
+    (input, filter, output) dims the arrays imply."""
+    to_layout = (lambda a: np.ascontiguousarray(a.transpose(1, 2, 0))) if layout == "nhwc" else (lambda a: a)
+    weights = weights[:, None] if depthwise else weights
+    oc, ic, kh, kw = weights.shape
+    (ic_in, ih, iw), (oh, ow) = (1, 1, 1) if ifmap is None else ifmap.shape, out_hw  # (None: a NULL input)
+    data, skip = (None if a is None else to_layout(a) for a in (ifmap, residual))
+    result = to_layout(np.full((oc, oh, ow), np.nan, np.float32))
+    params = ConvParams(HW(*stride), HW(*pad), Activation(lo, hi))
+    in_dims, filter_dims, out_dims = dims or (Dims(1, ih, iw, ic_in), Dims(oc, kh, kw, ic), Dims(1, oh, ow, oc))
+    refs = [ctypes.byref(d) for d in (params, in_dims, filter_dims, out_dims)]
+    entry = f"vanilla_{'depthwise_' if depthwise else ''}conv2d_{layout}"
+    if reference:
+        lib.vanilla_conv2d_reference(int(depthwise), int(layout == "nhwc"), refs[0], refs[1], _pointer(data), refs[2],
+                                     _pointer(weights), _pointer(bias), _pointer(skip), _pointer(slope), refs[3],
+                                     _pointer(result))
+        status = 0
+    else:
+        size = getattr(lib, f"{entry}_get_buffer_size")(*refs) if scratch is None else scratch
+        buf = ctypes.create_string_buffer(max(size, 1))
+        ctx = Context(ctypes.cast(buf, ctypes.c_void_p), size)
+        status = getattr(lib, entry)(ctypes.byref(ctx), refs[0], refs[1], _pointer(data), refs[2], _pointer(weights),
+                                     _pointer(bias), _pointer(skip), _pointer(slope), refs[3], _pointer(result))
+    return status, result.transpose(2, 0, 1) if layout == "nhwc" else result
+
+
+def buffer_size(lib, layout, g, depthwise=False) -> int:
+    """The C's ``_get_buffer_size`` for a geometry dict (uma_vanilla.buffer_size's argument)."""
+    params = ConvParams(HW(g["stride_h"], g["stride_w"]), HW(g["pad_top"], g["pad_left"]), Activation(-FLT_MAX, FLT_MAX))
+    dims = (Dims(1, g["ih"], g["iw"], g["ic"]), Dims(g["oc"], g["kh"], g["kw"], 1 if depthwise else g["ic"]),
+            Dims(1, g["oh"], g["ow"], g["oc"]))
+    entry = f"vanilla_{'depthwise_' if depthwise else ''}conv2d_{layout}_get_buffer_size"
+    return getattr(lib, entry)(ctypes.byref(params), *(ctypes.byref(d) for d in dims))
