@@ -103,7 +103,10 @@ def _summary(counters: Dict[str, int]) -> dict:
 
 
 def _text_bytes(executable: Path) -> Optional[int]:
-    done = subprocess.run(["size", str(executable)], capture_output=True, text=True)
+    try:
+        done = subprocess.run(["size", str(executable)], capture_output=True, text=True)
+    except OSError:  # no binutils: the column stays empty
+        return None
     return int(done.stdout.splitlines()[1].split()[0]) if done.returncode == 0 else None
 
 
