@@ -61,7 +61,9 @@ LIBRARY_FOLDERS = {name: Path(importlib.util.find_spec(f"uma_{name}").origin).pa
                    for name in ("vanilla", "qvanilla", "strawberry", "chocolate")}
 LIBRARY_FOLDERS["kit"] = data_folder("tvm_extension.kit", "c")
 QVANILLA_C = LIBRARY_FOLDERS["qvanilla"]
-KERNEL_LIBRARIES = ["kit/kit_conv_f32.c", "vanilla/vanilla_accelerator.c", "qvanilla/qvanilla.c",
+QVANILLA_LIBRARY = sorted(QVANILLA_C.glob("*.c"))  # every C file of its folder, as an MLF ships it
+KERNEL_LIBRARIES = ["kit/kit_conv_f32.c", "vanilla/vanilla_accelerator.c",
+                    *(f"qvanilla/{p.name}" for p in QVANILLA_LIBRARY),
                     "strawberry/strawberry.c", "chocolate/chocolate.c"]
 
 
@@ -138,8 +140,8 @@ def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
     # measured by painting: within the 256 KiB stack (gcc's -fstack-usage frames count whole local
     # arrays, painting only the words a call touched)
     assert 64 < memory.stack < 256 * 1024
-    # (Vanilla's kernels take their scratch from the caller: no large frame left)
-    assert (memory.largest_frame > 1024) == (backend not in ("plain", "vanilla"))
+    # (Vanilla's and QVanilla's kernels take their scratch from the caller: no large frame left)
+    assert (memory.largest_frame > 1024) == (backend not in ("plain", "vanilla", "qvanilla"))
     assert firmware.instructions > 10_000
 
 
@@ -175,6 +177,7 @@ int main(int argc, char** argv) {
   FILE* out = fopen(argv[argc - 1], "wb");
   static int8_t input[4096], weights[16384], output[4096];
   static int32_t params[3 * 64];
+  static int64_t scratch[12 * 1024]; /* 96 KB, 8-byte aligned */
   for (int layer = 0; layer < 40; ++layer) {
     const int depthwise = layer % 3 == 2, rounding = layer % 2;
     const int32_t kh = draw(1, 3), kw = draw(1, 3), ih = draw(kh, 9), iw = draw(kw, 9), ic = draw(1, 40);
@@ -189,11 +192,15 @@ int main(int argc, char** argv) {
       params[2 * oc + o] = draw(-12, 3);
     }
     const int32_t zi = draw(-128, 127), zw = draw(-5, 5), zo = draw(-128, 127), lo = draw(-128, 0), hi = draw(lo, 127);
-    const int32_t status = depthwise
-        ? qvanilla_depthwise_conv2d_nhwc_s8(input, weights, params, output, ih, iw, ic, oh, ow, kh, kw, sh, sw, pt, pl,
-                                            zi, zw, zo, lo, hi, rounding)
-        : qvanilla_conv2d_nhwc_s8(input, weights, params, output, ih, iw, ic, oh, ow, oc, kh, kw, sh, sw, pt, pl, zi,
-                                  zw, zo, lo, hi, rounding);
+    const qvanilla_dims in = {1, ih, iw, ic}, filter = {depthwise ? 1 : oc, kh, kw, ic}, out_dims = {1, oh, ow, oc};
+    const qvanilla_conv_params p = {{sh, sw}, {pt, pl}, zi, zw, zo, {lo, hi}, rounding};
+    const qvanilla_per_channel_quant_params quant = {params + oc, params + 2 * oc};
+    const qvanilla_context ctx = {scratch, depthwise ? qvanilla_depthwise_conv2d_s8_get_buffer_size(&in, &filter)
+                                                     : qvanilla_conv2d_s8_get_buffer_size(&in, &filter)};
+    if (ctx.size > (int32_t)sizeof scratch) return 2;
+    const qvanilla_status status = depthwise
+        ? qvanilla_depthwise_conv2d_s8(&ctx, &p, &quant, &in, input, &filter, weights, params, &out_dims, output)
+        : qvanilla_conv2d_s8(&ctx, &p, &quant, &in, input, &filter, weights, params, &out_dims, output);
     if (status != 0 || fwrite(output, 1, (size_t)(oh * ow * oc), out) != (size_t)(oh * ow * oc)) return 1;
   }
   return fclose(out) != 0;
@@ -206,7 +213,7 @@ def test_qvanilla_kernels_on_board_equal_the_host(tmp_path, board):
     spec, files = boards.BOARDS[board], boards.BOARD_FILES
     driver = tmp_path / "driver.c"
     driver.write_text(KERNEL_DRIVER)
-    library = [f"-I{QVANILLA_C}", f"-I{LIBRARY_FOLDERS['kit']}", str(QVANILLA_C / "qvanilla.c")]
+    library = [f"-I{QVANILLA_C}", f"-I{LIBRARY_FOLDERS['kit']}", *map(str, QVANILLA_LIBRARY)]
     subprocess.run(["gcc", "-O2", "-std=c11", str(driver), *library, "-o", str(tmp_path / "host")], check=True)
     subprocess.run([str(tmp_path / "host"), str(tmp_path / "host.bin")], check=True)
     elf = tmp_path / "driver.elf"

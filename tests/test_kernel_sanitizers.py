@@ -17,13 +17,15 @@ import numpy as np
 import pytest
 
 from tvm_extension.kit import quantization
-from uma_qvanilla import packing
+from uma_qvanilla import packing, scratch
 from uma_qvanilla.codegen import KERNEL_DIR as QVANILLA
 from uma_vanilla.buffer_size import buffer_size as vanilla_buffer_size
 from uma_vanilla.codegen import KERNEL_DIR as VANILLA, KIT_DIR as KIT
 
 # The kit's conv engine first (VANILLA_BUILDS' flags are for it), then Vanilla's entries over it.
-SOURCES = [KIT / "kit_conv_f32.c", *sorted(VANILLA.glob("*.c")), QVANILLA / "qvanilla.c"]
+# QVanilla's library (every C file of its folder, as an MLF ships it) and its reference kernels.
+QVANILLA_SOURCES = sorted(QVANILLA.glob("*.c")) + [QVANILLA / "reference" / "qvanilla_conv2d_ref.c"]
+SOURCES = [KIT / "kit_conv_f32.c", *sorted(VANILLA.glob("*.c")), *QVANILLA_SOURCES]
 
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:halt_on_error=1",
@@ -37,6 +39,14 @@ DRIVER = r"""
 
 #include "qvanilla.h"
 #include "vanilla_accelerator.h"
+
+/* QVanilla's plain reference kernels (c/reference/qvanilla_conv2d_ref.c) */
+void qvanilla_conv2d_s8_ref(const qvanilla_conv_params*, const qvanilla_per_channel_quant_params*,
+                            const qvanilla_dims*, const int8_t*, const qvanilla_dims*, const int8_t*, const int32_t*,
+                            const qvanilla_dims*, int8_t*);
+void qvanilla_depthwise_conv2d_s8_ref(const qvanilla_conv_params*, const qvanilla_per_channel_quant_params*,
+                                      const qvanilla_dims*, const int8_t*, const qvanilla_dims*, const int8_t*,
+                                      const int32_t*, const qvanilla_dims*, int8_t*);
 
 enum { MAX_INTS = 32, MAX_FLOATS = 4, MAX_ARRAYS = 8 };
 
@@ -104,33 +114,54 @@ int main(void) {
         status = sizes[n[0] & 3](&p, &in, &fd, &out);
         break;
       }
-      case 12:
-        status = qvanilla_conv2d_nhwc_s8((int8_t*)a[0], (int8_t*)a[1], (int32_t*)a[2], (int8_t*)a[3], n[0], n[1],
-                                         n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11], n[12], n[13],
-                                         n[14], n[15], n[16], n[17]);
-        break;
-      case 13: { /* the struct entry; n[18] != 0: p is NULL */
-        const qvanilla_conv_params p = {n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8],
-                                        n[9], n[10], n[11], n[12], n[13], n[14], n[15], n[16], n[17]};
-        status = qvanilla_conv2d_s8((const int8_t*)a[0], (const int8_t*)a[1], (const int32_t*)a[2],
-                                    (int8_t*)a[3], n[18] ? NULL : &p);
+      case 12: case 13: case 15: case 16: case 17: case 19: { /* QVanilla's struct entries; 13, 19: the references */
+        /* n: input, filter and output dims (n, h, w, c each), stride (h, w), padding (h, w), input_zp,
+         * weight_zp, output_zp, act_min, act_max, rounding, ctx size, then bits: NULL for ctx (1), params
+         * (2), quant (4), input_dims (8), filter_dims (16), output_dims (32); 64: ctx->buf one byte in.
+         * Arrays: input, weights, bias, output, multiplier, shift, scratch. */
+        const qvanilla_dims in = {n[0], n[1], n[2], n[3]}, fd = {n[4], n[5], n[6], n[7]};
+        const qvanilla_dims od = {n[8], n[9], n[10], n[11]};
+        const qvanilla_conv_params cp = {{n[12], n[13]}, {n[14], n[15]}, n[16], n[17], n[18], {n[19], n[20]}, n[21]};
+        const qvanilla_per_channel_quant_params qp = {(const int32_t*)a[4], (const int32_t*)a[5]};
+        const int32_t bits = n[23];
+        const qvanilla_context cx = {bits & 64 ? (void*)((char*)a[6] + 1) : a[6], n[22]};
+        const qvanilla_context* ctx = bits & 1 ? NULL : &cx;
+        const qvanilla_conv_params* params = bits & 2 ? NULL : &cp;
+        const qvanilla_per_channel_quant_params* quant = bits & 4 ? NULL : &qp;
+        const qvanilla_dims *id = bits & 8 ? NULL : &in, *fdp = bits & 16 ? NULL : &fd, *odp = bits & 32 ? NULL : &od;
+        const int8_t* x = (const int8_t*)a[0];
+        const int32_t* bias = (const int32_t*)a[2];
+        int8_t* y = (int8_t*)a[3];
+        status = 0;
+        if (op == 12) status = qvanilla_conv2d_s8(ctx, params, quant, id, x, fdp, (const int8_t*)a[1], bias, odp, y);
+        if (op == 15) status = qvanilla_conv2d_packed_s8(ctx, params, quant, id, x, fdp, (const int16_t*)a[1], bias, odp, y);
+        if (op == 16) status = qvanilla_depthwise_conv2d_s8(ctx, params, quant, id, x, fdp, (const int8_t*)a[1], bias, odp, y);
+        if (op == 17) {
+          status = qvanilla_depthwise_conv2d_packed_s8(ctx, params, quant, id, x, fdp, (const int16_t*)a[1], bias, odp, y);
+        }
+        if (op == 13) qvanilla_conv2d_s8_ref(params, quant, id, x, fdp, (const int8_t*)a[1], bias, odp, y);
+        if (op == 19) qvanilla_depthwise_conv2d_s8_ref(params, quant, id, x, fdp, (const int8_t*)a[1], bias, odp, y);
         break;
       }
-      case 15:
-        status = qvanilla_conv2d_nhwc_packed_s8((int8_t*)a[0], (int16_t*)a[1], (int32_t*)a[2], (int8_t*)a[3], n[0],
-                                                n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11],
-                                                n[12], n[13], n[14], n[15], n[16]);
+      case 20: /* what generated code calls: input, packed weights, table, output, scratch; its ints */
+        status = qvanilla_conv2d_nhwc_packed_s8((int8_t*)a[0], (int16_t*)a[1], (int32_t*)a[2], (int8_t*)a[3],
+                                                (int8_t*)a[4], n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8],
+                                                n[9], n[10], n[11], n[12], n[13], n[14], n[15], n[16], n[17]);
         break;
-      case 16:
-        status = qvanilla_depthwise_conv2d_nhwc_s8((int8_t*)a[0], (int8_t*)a[1], (int32_t*)a[2], (int8_t*)a[3], n[0],
-                                                   n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11],
-                                                   n[12], n[13], n[14], n[15], n[16]);
-        break;
-      case 17:
+      case 21:
         status = qvanilla_depthwise_conv2d_nhwc_packed_s8((int8_t*)a[0], (int16_t*)a[1], (int32_t*)a[2],
-                                                          (int8_t*)a[3], n[0], n[1], n[2], n[3], n[4], n[5], n[6],
-                                                          n[7], n[8], n[9], n[10], n[11], n[12], n[13], n[14], n[15]);
+                                                          (int8_t*)a[3], (int8_t*)a[4], n[0], n[1], n[2], n[3], n[4],
+                                                          n[5], n[6], n[7], n[8], n[9], n[10], n[11], n[12], n[13],
+                                                          n[14], n[15], n[16]);
         break;
+      case 22: { /* the _get_buffer_size of entry n[0] for input dims n[1..4], filter dims n[5..8] */
+        int32_t (*const sizes[4])(const qvanilla_dims*, const qvanilla_dims*) = {
+            qvanilla_conv2d_s8_get_buffer_size, qvanilla_conv2d_packed_s8_get_buffer_size,
+            qvanilla_depthwise_conv2d_s8_get_buffer_size, qvanilla_depthwise_conv2d_packed_s8_get_buffer_size};
+        const qvanilla_dims in = {n[1], n[2], n[3], n[4]}, fd = {n[5], n[6], n[7], n[8]};
+        status = sizes[n[0] & 3](&in, &fd);
+        break;
+      }
       case 14: case 18: { /* qvanilla_requantize (_tflite if 18) over arrays: acc, multiplier, shift -> result */
         const int32_t *acc = (const int32_t*)a[0], *m = (const int32_t*)a[1], *s = (const int32_t*)a[2];
         int32_t* out = (int32_t*)a[3];
@@ -159,15 +190,17 @@ int main(void) {
 
 OPS = {"conv2dnchw_general": 0, "conv2dnhwc_general": 1, "depthwise_conv2dnchw": 2, "depthwise_conv2dnhwc": 3,
        "vanilla_get_buffer_size": 4,
-       "qvanilla_conv2d_nhwc_s8": 12, "qvanilla_conv2d_s8": 13, "qvanilla_requantize": 14,
-       "qvanilla_conv2d_nhwc_packed_s8": 15, "qvanilla_depthwise_conv2d_nhwc_s8": 16,
-       "qvanilla_depthwise_conv2d_nhwc_packed_s8": 17, "qvanilla_requantize_tflite": 18, "overflow": 99}
+       "qvanilla_conv2d_s8": 12, "qvanilla_conv2d_s8_ref": 13, "qvanilla_requantize": 14,
+       "qvanilla_conv2d_packed_s8": 15, "qvanilla_depthwise_conv2d_s8": 16, "qvanilla_depthwise_conv2d_packed_s8": 17,
+       "qvanilla_requantize_tflite": 18, "qvanilla_depthwise_conv2d_s8_ref": 19, "qvanilla_conv2d_nhwc_packed_s8": 20,
+       "qvanilla_depthwise_conv2d_nhwc_packed_s8": 21, "qvanilla_get_buffer_size": 22, "overflow": 99}
 
 
 def status_codes(header, prefix):
-    """{name: value} of the #define PREFIX_NAME <int> lines of a header."""
+    """{name: value} of the #define PREFIX_NAME <int> lines of a header, and of its enum entries PREFIX_NAME = <int>."""
     return {m.group(1): int(m.group(2))
-            for m in re.finditer(rf"^#define {prefix}_(\w+) \(?(-?\d+)\)?", header.read_text(), re.MULTILINE)}
+            for m in re.finditer(rf"^(?:#define |\s+){prefix}_(\w+)(?: | = )\(?(-?\d+)\)?", header.read_text(),
+                                 re.MULTILINE)}
 
 
 V = status_codes(VANILLA / "vanilla_accelerator.h", "VANILLA")
@@ -176,6 +209,8 @@ Q = status_codes(QVANILLA / "qvanilla.h", "QVANILLA")
 
 class Call:
     """One call of an entry: ints, floats and arrays (numpy or None for NULL), in the entry's order."""
+
+    scratch = ()  # the indices of arrays that are scratch memory: what is left in them is no result
 
     def __init__(self, op, arrays, ints, floats=()):
         self.op, self.arrays, self.ints, self.floats = OPS[op], list(arrays), [int(i) for i in ints], list(floats)
@@ -244,10 +279,10 @@ def drivers(tmp_path_factory):
 def run_both(drivers, calls):
     """The replies of the sanitized build, which must equal the plain build's bit for bit."""
     plain, sanitized = drivers["plain"].run(calls), drivers["sanitized"].run(calls)
-    for (ps, pa), (ss, sa) in zip(plain, sanitized):
+    for call, (ps, pa), (ss, sa) in zip(calls, plain, sanitized):
         assert ps == ss
-        for p, s in zip(pa, sa):
-            assert (p is None and s is None) or p.tobytes() == s.tobytes()
+        for i, (p, s) in enumerate(zip(pa, sa)):
+            assert i in call.scratch or (p is None and s is None) or p.tobytes() == s.tobytes()
     return sanitized
 
 
@@ -620,16 +655,47 @@ def test_vanilla_rejects_each_bad_argument_with_its_code(drivers):
 
 QNAMES = ["ih", "iw", "ic", "oh", "ow", "oc", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left",
           "input_zp", "weight_zp", "output_zp", "act_min", "act_max", "rounding"]
-# Each entry's integer arguments, in order (a depthwise entry's "ic" is its channel count).
-QENTRIES = {
-    "qvanilla_conv2d_nhwc_s8": QNAMES,
-    "qvanilla_conv2d_s8": QNAMES,  # the struct, and a flag: pass p = NULL
+# The struct entries (the API) and the plain ones' reference kernels (c/reference), called with
+# dims, params, quant and ctx; what generated code calls (the header's static inline functions
+# that fill the structs), called with its positional ints.
+QSTRUCT = ["qvanilla_conv2d_s8", "qvanilla_conv2d_packed_s8", "qvanilla_depthwise_conv2d_s8",
+           "qvanilla_depthwise_conv2d_packed_s8"]
+QREFERENCES = ["qvanilla_conv2d_s8_ref", "qvanilla_depthwise_conv2d_s8_ref"]
+QCALLS = {
     "qvanilla_conv2d_nhwc_packed_s8": [n for n in QNAMES if n != "weight_zp"],
-    "qvanilla_depthwise_conv2d_nhwc_s8": [n for n in QNAMES if n != "oc"],
     "qvanilla_depthwise_conv2d_nhwc_packed_s8": [n for n in QNAMES if n not in ("oc", "weight_zp")],
 }
-QDENSE = ["qvanilla_conv2d_nhwc_s8", "qvanilla_conv2d_s8", "qvanilla_conv2d_nhwc_packed_s8"]
-QDEPTHWISE = ["qvanilla_depthwise_conv2d_nhwc_s8", "qvanilla_depthwise_conv2d_nhwc_packed_s8"]
+QDENSE = ["qvanilla_conv2d_s8", "qvanilla_conv2d_packed_s8", "qvanilla_conv2d_nhwc_packed_s8", "qvanilla_conv2d_s8_ref"]
+QDEPTHWISE = ["qvanilla_depthwise_conv2d_s8", "qvanilla_depthwise_conv2d_packed_s8",
+              "qvanilla_depthwise_conv2d_nhwc_packed_s8", "qvanilla_depthwise_conv2d_s8_ref"]
+QNULL = {"ctx": 1, "params": 2, "quant": 4, "input_dims": 8, "filter_dims": 16, "output_dims": 32}
+QMISALIGNED = 64  # ctx->buf one byte past the scratch array's start
+
+
+def qnames(entry):
+    """The names of QNAMES an entry reads (a depthwise entry's channels are "ic"; packed weights have no zero point)."""
+    return [n for n in QNAMES if not (n == "oc" and "depthwise" in entry or n == "weight_zp" and "packed" in entry)]
+
+
+def qkind(entry):
+    """The entry's kind as scratch.buffer_size and the _get_buffer_size functions name it."""
+    return entry.replace("qvanilla_", "").replace("_nhwc", "").replace("_ref", "")
+
+
+def qscratch(entry, g):
+    """The scratch array an entry gets: exactly its size (ASan sees one byte too far), None if 0."""
+    size = 0 if entry in QREFERENCES else scratch.buffer_size(qkind(entry), g["kh"], g["kw"], g["ic"], g["oc"])
+    return np.zeros(size, np.int8) if size else None
+
+
+def struct_ints(entry, g, size, bits=0):
+    """The driver's ints of a struct entry: dims (n, h, w, c: input, filter, output), params, ctx size, bits;
+    g's n, filter_n, filter_c, output_c override the dims' batch and channels."""
+    depthwise = "depthwise" in entry
+    channels = g["ic"] if depthwise else g["oc"]
+    dims = [g.get("n", 1), g["ih"], g["iw"], g["ic"], g.get("filter_n", 1 if depthwise else g["oc"]), g["kh"], g["kw"],
+            g.get("filter_c", g["ic"]), 1, g["oh"], g["ow"], g.get("output_c", channels)]
+    return dims + [g[k] for k in QNAMES[8:]] + [size, bits]
 
 
 def exact_requantize(acc, multiplier, shift):
@@ -697,19 +763,28 @@ def numpy_output_stage(acc, params, q):
     return np.clip(out, q["act_min"], q["act_max"]).astype(np.int8)
 
 
-def qcall(entry, x, w, params, oh, ow, q, null_p=False):
+def qcall(entry, x, w, params, oh, ow, q):
     """A call of ``entry`` on a graph's tensors: x [ih][iw][ic] and HWIO (or [kh][kw][channels])
     weights w with their zero points, params [bias, multiplier, shift]; packed entries get the
-    weights and biases packed as the compiler packs them (uma_qvanilla.packing)."""
+    weights and biases packed as the compiler packs them (uma_qvanilla.packing), and every entry
+    the scratch its _get_buffer_size asks for (uma_qvanilla.scratch's mirror)."""
     (ih, iw, ic), (kh, kw), oc = x.shape, w.shape[:2], w.shape[-1]
     if "packed" in entry:
         pack = packing.pack_depthwise if "depthwise" in entry else packing.pack_conv
         w, bias = pack(w, q["weight_zp"], q["input_zp"], params[0])
         params = np.stack([bias, params[1], params[2]]).astype(np.int32)
-    geometry = dict(dict(ih=ih, iw=iw, ic=ic, oh=oh, ow=ow, oc=oc, kh=kh, kw=kw, rounding=Q["ROUNDING_UPWARD"]), **q)
+    g = dict(dict(ih=ih, iw=iw, ic=ic, oh=oh, ow=ow, oc=oc, kh=kh, kw=kw, rounding=Q["ROUNDING_UPWARD"]), **q)
     output = np.full((oh, ow, oc), 77, np.int8)
-    ints = [geometry[k] for k in QENTRIES[entry]] + ([int(null_p)] if entry == "qvanilla_conv2d_s8" else [])
-    return Call(entry, [x, w, params, output], ints)
+    work = qscratch(entry, g)
+    size = 0 if work is None else work.size
+    if entry in QCALLS:
+        call = Call(entry, [x, w, params, output, work], [size] + [g[k] for k in QCALLS[entry]])
+        call.scratch = (4,)
+    else:
+        call = Call(entry, [x, w, params[0].copy(), output, params[1].copy(), params[2].copy(), work],
+                    struct_ints(entry, g, size))
+        call.scratch = (6,)
+    return call
 
 
 def qparams(rng, oc, shifts, multipliers=None, biases=None):
@@ -1001,29 +1076,38 @@ def test_qvanilla_requantize_tflite_matches_python(drivers):
 
 
 def qvanilla_errors():
-    """(expected code name, Call) for each kind of bad argument of every QVanilla conv entry that
-    has the argument."""
+    """(expected code name, Call) for each kind of bad argument of every QVanilla struct entry that
+    has the argument, and of what generated code calls."""
     base = dict(ih=4, iw=4, ic=2, oh=2, ow=2, oc=3, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=0, pad_left=0,
                 input_zp=0, weight_zp=0, output_zp=0, act_min=-128, act_max=127, rounding=0)
     cases = []
 
-    def add(code, arrays=None, null_p=False, entries=QENTRIES, **changed):
+    def add(code, arrays=None, bits=0, entries=QSTRUCT, size=16, **changed):
         g = dict(base, **changed)
-        for entry in ["qvanilla_conv2d_s8"] if null_p else entries:
-            if any(k not in QENTRIES[entry] for k in changed):
+        for entry in entries:
+            if any(k in QNAMES and k not in qnames(entry) for k in changed):
                 continue
             weights = np.int16 if "packed" in entry else np.int8
-            pointers = dict(input=one(np.int8), weights=one(weights), params=one(np.int32), output=one(np.int8))
+            pointers = dict(input=one(np.int8), weights=one(weights), bias=one(np.int32), output=one(np.int8),
+                            multiplier=one(np.int32), shift=one(np.int32), scratch=np.zeros(max(size, 1), np.int8))
             pointers.update(arrays or {})
-            ints = [g[k] for k in QENTRIES[entry]] + ([int(null_p)] if entry == "qvanilla_conv2d_s8" else [])
-            cases.append((code, Call(entry, list(pointers.values()), ints)))
+            call = Call(entry, list(pointers.values()), struct_ints(entry, g, size, bits))
+            call.scratch = (6,)
+            cases.append((code, call))
 
-    for role in ("input", "weights", "params", "output"):
+    for role in ("input", "weights", "bias", "output", "multiplier", "shift"):
         add("EINVAL", {role: None})
-    add("EINVAL", null_p=True)
+    for name, bit in QNULL.items():
+        add("EINVAL", bits=bit)
     for size in ("ih", "iw", "ic", "oh", "ow", "oc", "kh", "kw"):
         add("ESIZE", **{size: 0})
         add("ESIZE", **{size: INT_MIN})
+    add("ESIZE", n=2)  # a batch
+    add("ESIZE", n=0)
+    add("ESIZE", filter_c=3)  # the filter's channels are not the input's
+    add("ESIZE", filter_n=4, entries=QSTRUCT[:2])  # nor its output channels the output's
+    add("ESIZE", filter_n=2, entries=QSTRUCT[2:])  # a channel multiplier
+    add("ESIZE", output_c=3, entries=QSTRUCT[2:])  # a depthwise output of other channels
     add("ESTRIDE", stride_h=0)
     add("ESTRIDE", stride_w=-2)
     add("EPAD", pad_top=-1)
@@ -1037,34 +1121,55 @@ def qvanilla_errors():
         add("EZEROPOINT", **{zp: INT_MIN})
     add("ERANGE", oh=3, stride_h=2**30)
     add("ERANGE", ow=2**30)
-    add("ERANGE", ih=INT_MAX, iw=INT_MAX, ic=INT_MAX)
+    add("ERANGE", ih=INT_MAX, iw=INT_MAX, ic=INT_MAX, filter_c=INT_MAX)
     add("ERANGE", ic=INT_MAX, oc=INT_MAX, kh=65536, kw=65536, oh=1, ow=1)  # the weights
     add("ERANGE", ic=INT_MAX, kh=65537, kw=65537, oh=1, ow=1)  # a depthwise conv's weights
     # 2^62 weights: as int8 they fit, packed as int16 they do not
-    add("ERANGE", ic=2**20, oc=2**16, kh=2**13, kw=2**13, oh=1, ow=1, entries=["qvanilla_conv2d_nhwc_packed_s8"])
-    add("ERANGE", ic=2**30, kh=2**16, kw=2**16, oh=1, ow=1, entries=["qvanilla_depthwise_conv2d_nhwc_packed_s8"])
-    for entry in QENTRIES:
+    add("ERANGE", ic=2**20, oc=2**16, kh=2**13, kw=2**13, oh=1, ow=1, entries=["qvanilla_conv2d_packed_s8"])
+    add("ERANGE", ic=2**30, kh=2**16, kw=2**16, oh=1, ow=1, entries=["qvanilla_depthwise_conv2d_packed_s8"])
+    for entry in QSTRUCT:
         channels = base["ic"] if "depthwise" in entry else base["oc"]
         weights = np.zeros(3 * 3 * 2 * (1 if "depthwise" in entry else 3), np.int8)
         if "packed" in entry:
             weights = np.zeros(3 * 3 * 2 if "depthwise" in entry else 4 * 24, np.int16)
-        full = dict(input=np.zeros(4 * 4 * 2, np.int8), weights=weights, output=np.full(2 * 2 * channels, 77, np.int8))
+        need = scratch.buffer_size(qkind(entry), 3, 3, 2, channels)
+        full = dict(input=np.zeros(4 * 4 * 2, np.int8), weights=weights, bias=np.zeros(channels, np.int32),
+                    output=np.full(2 * 2 * channels, 77, np.int8), multiplier=np.full(channels, 1 << 30, np.int32))
         for bad in (31, -32, INT_MIN, INT_MAX):
-            shifts = [0] * (channels - 1) + [bad]
-            table = np.array([[0] * channels, [1 << 30] * channels, shifts], np.int32)
-            add("ESHIFT", dict(full, params=table), entries=[entry])
-            add("ESHIFT", dict(full, params=table), entries=[entry], rounding=Q["ROUNDING_TFLITE"])
-            add("ESHIFT", dict(full, params=table), entries=[entry], rounding=2)  # the shifts come first
-        table = np.array([[0] * channels, [1 << 30] * channels, [-31] + [30] * (channels - 1)], np.int32)
+            shifts = dict(full, shift=np.array([0] * (channels - 1) + [bad], np.int32))
+            add("ESHIFT", shifts, entries=[entry])
+            add("ESHIFT", shifts, entries=[entry], rounding=Q["ROUNDING_TFLITE"])
+            add("ESHIFT", shifts, entries=[entry], rounding=2, size=0)  # the shifts come first
+        valid = dict(full, shift=np.array([-31] + [30] * (channels - 1), np.int32))
         for bad in (2, -1, INT_MIN, INT_MAX):
-            add("EROUNDING", dict(full, params=table), entries=[entry], rounding=bad)
+            add("EROUNDING", valid, entries=[entry], rounding=bad, size=0)  # the rounding before the scratch
+        # the scratch: too small, NULL, not aligned, a negative size (checked last)
+        add("ESCRATCH", dict(valid, scratch=np.zeros(need - 1, np.int8)), entries=[entry], size=need - 1)
+        add("ESCRATCH", dict(valid, scratch=None), entries=[entry], size=need)
+        add("ESCRATCH", dict(valid, scratch=np.zeros(need + 1, np.int8)), entries=[entry], size=need, bits=QMISALIGNED)
+        add("ESCRATCH", valid, entries=[entry], size=-1)
+        add("OK", dict(valid, scratch=np.zeros(need, np.int8)), entries=[entry], size=need)
+    # What generated code calls: a NULL table, too small a scratch
+    for entry, channels in (("qvanilla_conv2d_nhwc_packed_s8", 3), ("qvanilla_depthwise_conv2d_nhwc_packed_s8", 2)):
+        weights = np.zeros(3 * 3 * 2 if "depthwise" in entry else 4 * 24, np.int16)
+        table = np.array([[0] * channels, [1 << 30] * channels, [0] * channels], np.int32)
+        need = scratch.buffer_size(qkind(entry), 3, 3, 2, channels)
+        ints = [dict(base, oc=channels)[k] for k in QCALLS[entry]]
+        output = np.full(2 * 2 * channels, 77, np.int8)
+        cases.append(("EINVAL", Call(entry, [np.zeros(32, np.int8), weights, None, output, one(np.int8)], [need] + ints)))
+        cases.append(("ESCRATCH", Call(entry, [np.zeros(32, np.int8), weights, table, output,
+                                               np.zeros(need - 1, np.int8)], [need - 1] + ints)))
+        call = Call(entry, [np.zeros(32, np.int8), weights, table, output, np.zeros(need, np.int8)], [need] + ints)
+        call.scratch = (4,)
+        cases.append(("OK", call))
     # Several problems at once: the first in the order of the header's list.
     add("EINVAL", {"input": None}, ih=0, input_zp=500)
-    add("EINVAL", null_p=True, rounding=-1)
+    add("EINVAL", bits=QNULL["params"], rounding=-1, size=0)
+    add("ESIZE", n=3, stride_h=0, act_min=200, size=0)
     add("ECLAMP", act_min=1, act_max=0, output_zp=300, stride_h=2**30, oh=3)
     add("EZEROPOINT", output_zp=300, stride_h=2**30, oh=3, rounding=7)
-    add("ERANGE", dict(params=np.array([[0] * 3, [1] * 3, [99] * 3], np.int32)), stride_h=2**30, oh=3)
-    add("ERANGE", dict(params=np.array([[0] * 3, [1] * 3, [0] * 3], np.int32)), stride_h=2**30, oh=3, rounding=3)
+    add("ERANGE", dict(shift=np.array([99] * 3, np.int32)), stride_h=2**30, oh=3, entries=QSTRUCT[:2])
+    add("ERANGE", stride_h=2**30, oh=3, rounding=3, size=0)
     return cases
 
 
@@ -1073,7 +1178,7 @@ def test_qvanilla_status_codes_are_distinct():
     assert (Q["ROUNDING_UPWARD"], Q["ROUNDING_TFLITE"]) == (0, 1)
     errors = {k: v for k, v in Q.items() if k.startswith("E")}
     assert set(errors) == {"EINVAL", "ESIZE", "ESTRIDE", "EPAD", "ECLAMP", "EZEROPOINT", "ERANGE", "ESHIFT",
-                           "EROUNDING"}
+                           "EROUNDING", "ESCRATCH"}
     assert len(set(errors.values())) == len(errors) and 0 not in errors.values()
 
 
@@ -1081,8 +1186,35 @@ def test_qvanilla_rejects_each_bad_argument_with_its_code(drivers):
     cases = qvanilla_errors()
     for (code, call), (status, arrays) in zip(cases, run_both(drivers, [c for _, c in cases])):
         assert status == Q[code], (code, call.op, call.ints)
-        for before, after in zip(call.arrays, arrays):
-            assert before is None or before.tobytes() == after.tobytes(), "an array changed on error"
+        if code != "OK":
+            for before, after in zip(call.arrays, arrays):
+                assert before is None or before.tobytes() == after.tobytes(), "an array changed on error"
+
+
+def test_qvanilla_buffer_sizes_equal_the_compilers_mirror(drivers):
+    """Each entry's _get_buffer_size equals uma_qvanilla.scratch's (what the TIR pass allocates) on
+    shapes across every branch: short and long windows (the direct loops beyond 4096 taps x
+    channels), channel counts around the blocks (16), chunks (64) and depthwise blocks (128), plain
+    depthwise weights around their buffer (4096); 0 for dims an entry rejects."""
+    rng = np.random.default_rng(31)
+    shapes = [(1, 1, 1, 1), (3, 3, 2, 3), (1, 1, 8, 70), (3, 3, 512, 5), (2, 4, 512, 5), (3, 3, 520, 6),
+              (9, 1, 120, 120), (65, 65, 3, 3), (1, 67, 24, 24), (9, 9, 20, 20), (3, 3, 300, 300), (1, 1, 2048, 2000),
+              (64, 64, 1, 1), (8, 8, 64, 1030), (1, 4096, 1, 16), (1, 4097, 1, 16), (2, 2048, 1, 33)]
+    shapes += [tuple(int(v) for v in rng.integers(1, [12, 12, 700, 1200])) for _ in range(150)]
+    calls, expected = [], []
+    for kh, kw, ic, oc in shapes:
+        for code, kind in enumerate(scratch.KINDS):
+            channels = ic if kind.startswith("depthwise") else oc
+            filter_n = 1 if kind.startswith("depthwise") else oc
+            calls.append(Call("qvanilla_get_buffer_size", [], [code, 1, 9, 9, ic, filter_n, kh, kw, ic]))
+            expected.append(scratch.buffer_size(kind, kh, kw, ic, channels))
+    for code in range(4):  # rejected dims: a size below 1, a batch, the filter's channels
+        for dims in ([1, 9, 9, 0, 3, 3, 3, 0], [2, 9, 9, 4, 1, 3, 3, 4], [1, 9, 9, 4, 1, 3, 3, 5], [1, 9, 9, 4, 4, -1, 3, 4]):
+            calls.append(Call("qvanilla_get_buffer_size", [], [code, *dims]))
+            expected.append(0)
+    got = [status for status, _ in run_both(drivers, calls)]
+    assert got == expected
+    assert max(expected) < 100_000  # a workspace buffer, not a tensor
 
 
 def test_a_sanitizer_report_fails_the_run(drivers):

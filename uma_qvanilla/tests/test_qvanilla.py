@@ -21,6 +21,8 @@ from tvm_extension.testing import (fetch, kernel_calls, mlf_sources, onnxruntime
                                    tflite_reference, tvm_cpu_reference)
 from uma_qvanilla.codegen import KERNEL_DIR, KIT_DIR
 
+LIBRARY = sorted(str(p) for p in KERNEL_DIR.glob("*.c"))  # the C files an MLF ships
+
 
 def compile_and_compare(tmp_path, model, framework_reference, offloads, seed=0, integer_graph=False):
     """Compile for QVanilla; ``offloads`` convs must be offloaded, and the outputs bit-exact with TVM's CPU build."""
@@ -142,8 +144,8 @@ def test_tflite_int8_relu_relu6(tmp_path, scales):
 
 def test_requantize_matches_python(tmp_path):
     library = tmp_path / "libqvanilla.so"
-    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", f"-I{KIT_DIR}", "-o", str(library),
-                    str(KERNEL_DIR / "qvanilla.c")], check=True)
+    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", f"-I{KIT_DIR}", "-o", str(library), *LIBRARY],
+                   check=True)
     lib = ctypes.CDLL(str(library))
     lib.qvanilla_requantize.restype = ctypes.c_int32
     rng = np.random.default_rng(0)
@@ -182,8 +184,8 @@ def test_requantize_tflite_matches_python(tmp_path):
     MultiplyByQuantizedMultiplier: multipliers and shifts as QuantizeMultiplier makes them
     (ratios 1e-6 .. 4: shifts -19 .. 2), and any int32 multiplier with any shift in [-31, 30]."""
     library = tmp_path / "libqvanilla.so"
-    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", f"-I{KIT_DIR}", "-o", str(library),
-                    str(KERNEL_DIR / "qvanilla.c")], check=True)
+    subprocess.run(["gcc", "-O2", "-std=c11", "-shared", "-fPIC", f"-I{KIT_DIR}", "-o", str(library), *LIBRARY],
+                   check=True)
     lib = ctypes.CDLL(str(library))
     lib.qvanilla_requantize_tflite.restype = ctypes.c_int32
     lib.qvanilla_requantize_tflite.argtypes = [ctypes.c_int32] * 3
@@ -207,3 +209,28 @@ def test_fixed_point_multiplier():
         multiplier, shift = quantization.fixed_point_multiplier(ratio)
         assert (1 << 30) <= multiplier < (1 << 31)
         assert abs(multiplier * 2.0 ** (shift - 31) - ratio) <= ratio * 2 ** -30
+
+
+def test_relay_free_modules_import_without_relay():
+    """The TIR pass, the target and codegen (and the scratch sizes the pass reads) import without
+    Relay, so a second engine can reuse them: only patterns.py and backend.py speak Relay."""
+    code = ("import sys\n"
+            "import uma_qvanilla.passes, uma_qvanilla.target, uma_qvanilla.codegen, uma_qvanilla.scratch\n"
+            "print(sorted(m for m in sys.modules if m == 'tvm.relay' or m.startswith('tvm.relay.')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+    done = subprocess.run([sys.executable, "-c", code.replace("uma_qvanilla.scratch", "uma_qvanilla.patterns")],
+                          capture_output=True, text=True, check=True)
+    assert "tvm.relay" in done.stdout  # the check sees Relay where it is imported
+
+
+def test_readme_c_example_builds_and_runs(tmp_path):
+    """The C example of the README, built with the library as an MLF ships it, prints what it says."""
+    readme = (KERNEL_DIR.parents[1] / "README.md").read_text()
+    example = re.search(r"^    #include <stdio.h>\n(?:(?:    .*)?\n)*?^    }\n", readme, re.MULTILINE).group(0)
+    source = tmp_path / "main.c"
+    source.write_text(textwrap.dedent(example))
+    subprocess.run(["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{KERNEL_DIR}", f"-I{KIT_DIR}",
+                    str(source), *LIBRARY, "-o", str(tmp_path / "main")], check=True)
+    expected = re.search(r"printf\(.*/\* (-?\d+ -?\d+):", example).group(1)
+    assert subprocess.run([str(tmp_path / "main")], capture_output=True, text=True, check=True).stdout.strip() == expected

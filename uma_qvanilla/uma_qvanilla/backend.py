@@ -5,9 +5,10 @@ from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from tvm_extension.kit.layout import as_kernel_layout, offload_layout_pass
 
+from . import target
 from .codegen import gen_includes
-from .passes import QVanillaConv2DPass, prepare_quantized_conv
-from .patterns import conv_problem, qconv2d_pattern, why_not_offloaded
+from .passes import QVanillaConv2DPass
+from .patterns import conv_problem, prepare_quantized_conv, qconv2d_pattern, why_not_offloaded
 
 
 class QVanillaBackend(UMABackend):
@@ -38,4 +39,4 @@ class QVanillaBackend(UMABackend):
 
     @property
     def target_name(self):
-        return "qvanilla"
+        return target.NAME

@@ -1,76 +1,20 @@
-"""QVanilla's passes.
+"""QVanilla's TIR pass (no Relay: it works on the PrimFunc TVM lowered from the function
+``patterns.prepare_quantized_conv`` left, and reads the scalars that pass put in its attributes).
 
-* ``PrepareQuantizedConv`` (Relay, after partitioning): reads the zero points, scales, bias
-  and clamp of every offloaded chain and turns them into what the packed C entries take: the
-  weights packed (``packing``: int16, weight zero point subtracted, in the engine's order),
-  the input zero point's contribution folded into the bias, each output channel's multiplier
-  and shift (``tvm_extension.kit.quantization``).  It leaves a function TVM can lower cheaply
-  that uses every tensor the kernel needs (input, packed weights, channel table), with the
-  scalars as a function attribute.
-* ``QVanillaConv2DPass`` (TIR): replaces that function by one call of the C API.
+``QVanillaConv2DPass`` replaces the function by one call of what generated code calls,
+``qvanilla_conv2d_nhwc_packed_s8`` or ``qvanilla_depthwise_conv2d_nhwc_packed_s8`` (``c/qvanilla.h``:
+static inline functions that fill the C API's structs and call its struct entries), its status
+checked, with the scratch memory the entry needs allocated around the call (sized by
+``scratch.buffer_size``, the mirror of the C's ``_get_buffer_size``), not on the C's stack.
 """
-import numpy as np
 import tvm
-from tvm import relay, tir
+from tvm import tir
 
-from tvm_extension.kit.qconv_patterns import chain_clamp, constant_operand, is_depthwise, out_channels, split_chain
-from tvm_extension.kit.quantization import chain_channel_params, rounding_code  # qvanilla.h: QVANILLA_ROUNDING_*
 from tvm_extension.kit.calls import status_checked
-from tvm_extension.uma import offloaded_functions
 
-from . import packing
+from . import scratch
 
-TARGET = "qvanilla"
-ATTR = "QVanilla"  # function attribute holding the kernel's scalar parameters
-
-
-def _scalar(const) -> float:
-    return np.asarray(const.data.numpy()).reshape(-1)[0].item()
-
-
-def _prepare(func: relay.Function) -> relay.Function:
-    parts = split_chain(func.body)
-    conv, requant = parts["qnn.conv2d"], parts["qnn.requantize"]
-    bias_call = parts.get("nn.bias_add") or parts.get("add")
-    weight = conv.args[1].data.numpy()  # HWIO, or HWOI / HWIO with a unit axis (depthwise)
-    channels, depthwise = out_channels(conv), is_depthwise(conv)
-    input_zp, weight_zp = int(_scalar(conv.args[2])), int(_scalar(conv.args[3]))
-    bias = None if bias_call is None else constant_operand(bias_call).data.numpy().reshape(-1)
-    if depthwise:
-        packed, bias = packing.pack_depthwise(weight.reshape(weight.shape[0], weight.shape[1], channels),
-                                              weight_zp, input_zp, bias)
-    else:
-        packed, bias = packing.pack_conv(weight, weight_zp, input_zp, bias)
-    params = chain_channel_params(parts, bias, channels)
-    act_min, act_max = chain_clamp(parts)  # what the pattern checked
-    attrs = conv.attrs
-    pad_top, pad_left, _, _ = [int(p) for p in attrs.padding]
-    scalars = {
-        "depthwise": int(depthwise), "kh": int(weight.shape[0]), "kw": int(weight.shape[1]),
-        "stride_h": int(attrs.strides[0]), "stride_w": int(attrs.strides[1]),
-        "pad_top": pad_top, "pad_left": pad_left,
-        "input_zp": input_zp, "output_zp": int(_scalar(requant.args[4])), "act_min": act_min, "act_max": act_max,
-        "rounding": rounding_code(requant),
-    }
-    # A stand-in TVM lowers in no time, reading the input, the packed weights and the channel
-    # table (which become the PrimFunc's buffers) and of the output's type; the TIR pass
-    # replaces all of it by the kernel call.
-    total = relay.sum(relay.cast(func.params[0], "int32"))
-    for constant in (packed, params):
-        total = relay.add(total, relay.sum(relay.cast(relay.const(constant), "int32")))
-    shape = [int(d) for d in func.ret_type.shape]
-    body = relay.cast(relay.broadcast_to(total, shape), "int8")
-    new = relay.Function(func.params, body, func.ret_type, func.type_params, func.attrs)
-    return new.with_attr(ATTR, scalars)
-
-
-@tvm.transform.module_pass(opt_level=0, name="PrepareQuantizedConv")
-def prepare_quantized_conv(mod, _ctx):
-    mod = relay.transform.InferType()(mod)  # the predicates' helpers read types
-    for gvar, func in offloaded_functions(mod, TARGET):
-        if ATTR not in func.attrs:
-            mod[gvar] = _prepare(func)
-    return relay.transform.InferType()(mod)
+ATTR = "QVanilla"  # function attribute holding the kernel's scalar parameters (set by patterns.py)
 
 
 @tvm.tir.transform.prim_func_pass(opt_level=2)
@@ -93,8 +37,13 @@ class QVanillaConv2DPass:
                                                        "input_zp", "output_zp", "act_min", "act_max", "rounding")]
         if q["depthwise"]:
             call = ("qvanilla_depthwise_conv2d_nhwc_packed_s8", ih, iw, oc, oh, ow)
+            nbytes = scratch.buffer_size("depthwise_conv2d_packed_s8", q["kh"], q["kw"], int(oc), int(oc))
         else:
             call = ("qvanilla_conv2d_nhwc_packed_s8", ih, iw, ic, oh, ow, oc)
-        status = tir.call_extern("int32", call[0], data.data, weights.data, params.data, output.data, *call[1:],
-                                 *scalars)
-        return func.with_body(status_checked(status, "qvanilla_status"))
+            nbytes = scratch.buffer_size("conv2d_packed_s8", q["kh"], q["kw"], int(ic), int(oc))
+        work = tir.Var("qvanilla_scratch", tvm.ir.PointerType(tvm.ir.PrimType("int8"), "global"))
+        status = tir.call_extern("int32", call[0], data.data, weights.data, params.data, output.data, work,
+                                 tir.IntImm("int32", nbytes), *call[1:], *scalars)
+        # A buffer TVM allocates around the call (TVMBackendAllocWorkspace), at least one byte.
+        body = status_checked(status, "qvanilla_status")
+        return func.with_body(tir.Allocate(work, "int8", [max(nbytes, 1)], tir.const(True, "bool"), body))

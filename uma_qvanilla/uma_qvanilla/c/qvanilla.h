@@ -9,9 +9,11 @@
  *    roundings, gemmlowp's), so the results are bit-exact with TFLite's reference conv and
  *    depthwise conv kernels (qvanilla_requantize_tflite).
  *
+ * The API follows CMSIS-NN (arm_nnfunctions.h): a status enum, const structs of sizes and
+ * parameters, scratch memory from the caller (a qvanilla_context of _get_buffer_size bytes).
  * Two kinds of entry compute the same convolutions:
  *  - the plain entries take the graph's tensors as they are: int8 weights, their zero point,
- *    the graph's bias (qvanilla_conv2d_nhwc_s8, qvanilla_depthwise_conv2d_nhwc_s8);
+ *    the graph's bias (qvanilla_conv2d_s8, qvanilla_depthwise_conv2d_s8);
  *  - the packed entries take weights prepared once, at compile time (uma_qvanilla/packing.py
  *    writes them, see "Packed weights" below): int16 weights with the weight zero point
  *    subtracted, and a bias with the input zero point's contribution folded in, as TFLite
@@ -28,21 +30,27 @@ extern "C" {
 /* Status of the conv entries (all of them check the same things, each its own arguments).
  * On an error the entry computed nothing: output is untouched.
  * When several arguments are bad, the code listed first here comes back. */
-#define QVANILLA_OK 0
-#define QVANILLA_EINVAL 1     /* a NULL input, weights, channel_params, output or p */
-#define QVANILLA_ESIZE 2      /* a height, width, channel count or kernel size below 1 */
-#define QVANILLA_ESTRIDE 3    /* a stride below 1 */
-#define QVANILLA_EPAD 4       /* a negative pad */
-#define QVANILLA_ECLAMP 5     /* act_min > act_max, or either outside int8's [-128, 127] */
-#define QVANILLA_EZEROPOINT 6 /* input_zp, weight_zp or output_zp outside int8's [-128, 127] */
-#define QVANILLA_ERANGE 7     /* too large to index: a tensor (packed weights included) above
-                               * PTRDIFF_MAX bytes, or a window extent (oh-1)*stride_h + kh or
-                               * (ow-1)*stride_w + kw above INT32_MAX/2 */
-#define QVANILLA_ESHIFT 8     /* a channel's shift outside [QVANILLA_SHIFT_MIN, QVANILLA_SHIFT_MAX] */
-#define QVANILLA_EROUNDING 9  /* a rounding neither QVANILLA_ROUNDING_UPWARD nor QVANILLA_ROUNDING_TFLITE
-                               * (checked last, after the shifts) */
+typedef enum {
+  QVANILLA_OK = 0,
+  QVANILLA_EINVAL = 1,     /* a NULL ctx, params, quant (or one of its pointers), dims, input, weights, bias
+                            * or output */
+  QVANILLA_ESIZE = 2,      /* a height, width, channel count or kernel size below 1, a batch other than 1,
+                            * or dims that disagree (channels of input, filter and output) */
+  QVANILLA_ESTRIDE = 3,    /* a stride below 1 */
+  QVANILLA_EPAD = 4,       /* a negative pad */
+  QVANILLA_ECLAMP = 5,     /* activation.min > activation.max, or either outside int8's [-128, 127] */
+  QVANILLA_EZEROPOINT = 6, /* input_zp, weight_zp (plain entries) or output_zp outside int8's [-128, 127] */
+  QVANILLA_ERANGE = 7,     /* too large to index: a tensor (packed weights included) above
+                            * PTRDIFF_MAX bytes, or a window extent (oh-1)*stride.h + kh or
+                            * (ow-1)*stride.w + kw above INT32_MAX/2 */
+  QVANILLA_ESHIFT = 8,     /* a channel's shift outside [QVANILLA_SHIFT_MIN, QVANILLA_SHIFT_MAX] */
+  QVANILLA_EROUNDING = 9,  /* a rounding neither QVANILLA_ROUNDING_UPWARD nor QVANILLA_ROUNDING_TFLITE
+                            * (after the shifts) */
+  QVANILLA_ESCRATCH = 10   /* ctx->size below the entry's _get_buffer_size, or ctx->buf NULL or not a
+                            * multiple of QVANILLA_SCRATCH_ALIGN bytes where scratch is needed (last) */
+} qvanilla_status;
 
-/* The requantization's rounding (the `rounding` argument of every conv entry). */
+/* The requantization's rounding (qvanilla_conv_params.rounding). */
 #define QVANILLA_ROUNDING_UPWARD 0 /* TVM's qnn.requantize: qvanilla_requantize() */
 #define QVANILLA_ROUNDING_TFLITE 1 /* TFLite's MultiplyByQuantizedMultiplier: qvanilla_requantize_tflite() */
 
@@ -50,81 +58,147 @@ extern "C" {
 #define QVANILLA_SHIFT_MIN (-31)
 #define QVANILLA_SHIFT_MAX 30
 
-/* Geometry and quantization of one convolution; all fields are plain integers. */
+/* Sizes, (h, w) order everywhere. */
+typedef struct { int32_t h, w; } qvanilla_hw;
+typedef struct { int32_t n, h, w, c; } qvanilla_dims; /* NHWC tensors; a filter is {oc, kh, kw, ic} */
+
+typedef struct { int32_t min, max; } qvanilla_activation; /* the int8 output's clamp (ReLU/ReLU6 folded in) */
+
+/* One convolution's parameters (CMSIS-NN's cmsis_nn_conv_params). */
 typedef struct {
-  int32_t ih, iw, ic;            /* input, NHWC with batch 1 */
-  int32_t oh, ow, oc;            /* output, NHWC with batch 1 */
-  int32_t kh, kw;                /* kernel, weights are HWIO */
-  int32_t stride_h, stride_w;
-  int32_t pad_top, pad_left;     /* zero points fill the padding (i.e. real zeros) */
-  int32_t input_zp, weight_zp, output_zp;
-  int32_t act_min, act_max;      /* clamp of the int8 output (ReLU/ReLU6 folded in) */
+  qvanilla_hw stride;
+  qvanilla_hw padding;           /* top, left; zero points fill the padding (i.e. real zeros) */
+  int32_t input_zp, weight_zp, output_zp; /* weight_zp: plain entries only (packed weights have it taken off) */
+  qvanilla_activation activation;
   int32_t rounding;              /* QVANILLA_ROUNDING_UPWARD or QVANILLA_ROUNDING_TFLITE */
 } qvanilla_conv_params;
 
-/* output[y][x][o] = clamp(output_zp + requant(bias[o] + sum (in - input_zp) * (w - weight_zp), o))
- * channel_params holds three int32 rows of oc entries: bias, multiplier, shift, where
- * requant(acc, o) = round_up(acc * multiplier[o] * 2^(shift[o] - 31)) = qvanilla_requantize()
- * if p->rounding is QVANILLA_ROUNDING_UPWARD, and
- * requant(acc, o) = qvanilla_requantize_tflite(acc, multiplier[o], shift[o]) if it is
- * QVANILLA_ROUNDING_TFLITE.
+/* Per output channel o (CMSIS-NN's cmsis_nn_per_channel_quant_params):
+ * requant(acc, o) = round(acc * multiplier[o] * 2^(shift[o] - 31)), in the rounding of the params. */
+typedef struct {
+  const int32_t* multiplier;
+  const int32_t* shift;
+} qvanilla_per_channel_quant_params;
+
+/* Scratch memory from the caller (CMSIS-NN's cmsis_nn_context): at least the entry's
+ * _get_buffer_size bytes at buf, buf a multiple of QVANILLA_SCRATCH_ALIGN bytes.  The entries keep
+ * no state in it between calls. */
+typedef struct {
+  void* buf;
+  int32_t size;
+} qvanilla_context;
+#define QVANILLA_SCRATCH_ALIGN 8
+
+/* Dense conv, plain weights:
+ * output[y][x][o] = clamp(output_zp + requant(bias[o] + sum (in - input_zp) * (w - weight_zp), o))
+ * over the window of output (y, x) (input (y*stride.h - padding.h + ky, x*stride.w - padding.w + kx)),
+ * with input_dims {1, ih, iw, ic}, filter_dims {oc, kh, kw, ic}, weights HWIO [kh][kw][ic][oc] int8,
+ * bias[oc] int32, output_dims {1, oh, ow, oc}.  requant is qvanilla_requantize() if params->rounding
+ * is QVANILLA_ROUNDING_UPWARD, qvanilla_requantize_tflite() if QVANILLA_ROUNDING_TFLITE.
  * The padding holds input_zp (real zeros).  The sum is int32 arithmetic and wraps around, as a
  * 32-bit adder does, should it overflow (int8 convolutions stay far below).  Returns QVANILLA_OK
- * or an error code above; the shifts are checked after everything but the rounding is known
- * valid, the rounding last. */
-int32_t qvanilla_conv2d_s8(const int8_t* input, const int8_t* weights, const int32_t* channel_params,
-                           int8_t* output, const qvanilla_conv_params* p);
-
-/* The same with the parameters spelled out (what generated code calls). */
-int32_t qvanilla_conv2d_nhwc_s8(int8_t* input, int8_t* weights, int32_t* channel_params, int8_t* output,
-                                int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow, int32_t oc,
-                                int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
-                                int32_t pad_left, int32_t input_zp, int32_t weight_zp, int32_t output_zp,
-                                int32_t act_min, int32_t act_max, int32_t rounding);
+ * or an error code above. */
+qvanilla_status qvanilla_conv2d_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                                   const qvanilla_per_channel_quant_params* quant, const qvanilla_dims* input_dims,
+                                   const int8_t* input, const qvanilla_dims* filter_dims, const int8_t* weights,
+                                   const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output);
 
 /* Depthwise (groups = channels, channel multiplier 1): for channel c,
  * output[y][x][c] = clamp(output_zp + requant(bias[c] + sum (in[..][c] - input_zp) * (w[ky][kx][c] - weight_zp), c))
- * with weights [kh][kw][channels] int8 (TFLite's HWOI of a depthwise conv, or HWIO with I = 1:
- * the same bytes), channel_params three int32 rows of `channels` entries, and everything else
- * as in qvanilla_conv2d_s8. */
-int32_t qvanilla_depthwise_conv2d_nhwc_s8(int8_t* input, int8_t* weights, int32_t* channel_params, int8_t* output,
-                                          int32_t ih, int32_t iw, int32_t channels, int32_t oh, int32_t ow,
-                                          int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w,
-                                          int32_t pad_top, int32_t pad_left, int32_t input_zp, int32_t weight_zp,
-                                          int32_t output_zp, int32_t act_min, int32_t act_max, int32_t rounding);
+ * with filter_dims {1, kh, kw, channels}, weights [kh][kw][channels] int8 (TFLite's HWOI of a
+ * depthwise conv, or HWIO with I = 1: the same bytes), input, filter and output of `channels`
+ * channels, everything else as in qvanilla_conv2d_s8. */
+qvanilla_status qvanilla_depthwise_conv2d_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                                             const qvanilla_per_channel_quant_params* quant,
+                                             const qvanilla_dims* input_dims, const int8_t* input,
+                                             const qvanilla_dims* filter_dims, const int8_t* weights,
+                                             const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output);
 
 /* Packed weights.
  *
- * Conv (qvanilla_conv2d_nhwc_packed_s8): K = kh*kw*ic, KP = QVANILLA_PACKED_K(K) (K rounded up to
+ * Conv (qvanilla_conv2d_packed_s8): K = kh*kw*ic, KP = QVANILLA_PACKED_K(K) (K rounded up to
  * a multiple of QVANILLA_K_ALIGN), OCP = QVANILLA_PACKED_OC(oc) (oc rounded up to a multiple of
  * QVANILLA_OC_BLOCK).  The weights are OCP rows of KP int16:
  *     packed[o][(ky*kw + kx)*ic + c] = w[ky][kx][c][o] - weight_zp     (HWIO w, k < K, o < oc)
  * and 0 elsewhere (the rows' tails and the rows o >= oc).
- * Depthwise (qvanilla_depthwise_conv2d_nhwc_packed_s8): kh*kw rows of `channels` int16:
+ * Depthwise (qvanilla_depthwise_conv2d_packed_s8): kh*kw rows of `channels` int16:
  *     packed[ky*kw + kx][c] = w[ky][kx][c] - weight_zp.
- * For both, row 0 of channel_params holds the bias with the input zero point folded in,
+ * For both, the bias has the input zero point folded in,
  *     bias[o] - input_zp * (sum over k of packed[o][k])     (modulo 2^32),
  * so that the engine multiplies the raw input (input_zp in the padding) by the packed weights:
  *     sum (in - input_zp) * (w - weight_zp) + bias = sum in * packed + folded bias.
- * Rows 1 and 2 (multiplier, shift) are the plain entries'.  The results equal the plain
- * entries' bit for bit (any int16 packed values are accepted; sums wrap as 32-bit adders do). */
+ * params->weight_zp is not read.  The results equal the plain entries' bit for bit (any int16
+ * packed values are accepted; sums wrap as 32-bit adders do). */
 #define QVANILLA_K_ALIGN 8
 #define QVANILLA_OC_BLOCK 4
 #define QVANILLA_PACKED_K(k) (((k) + QVANILLA_K_ALIGN - 1) / QVANILLA_K_ALIGN * QVANILLA_K_ALIGN)
 #define QVANILLA_PACKED_OC(oc) (((oc) + QVANILLA_OC_BLOCK - 1) / QVANILLA_OC_BLOCK * QVANILLA_OC_BLOCK)
 
-int32_t qvanilla_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights, int32_t* channel_params, int8_t* output,
-                                       int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow, int32_t oc,
-                                       int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
-                                       int32_t pad_left, int32_t input_zp, int32_t output_zp, int32_t act_min,
-                                       int32_t act_max, int32_t rounding);
+qvanilla_status qvanilla_conv2d_packed_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                                          const qvanilla_per_channel_quant_params* quant,
+                                          const qvanilla_dims* input_dims, const int8_t* input,
+                                          const qvanilla_dims* filter_dims, const int16_t* packed_weights,
+                                          const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output);
 
-int32_t qvanilla_depthwise_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights, int32_t* channel_params,
-                                                 int8_t* output, int32_t ih, int32_t iw, int32_t channels,
-                                                 int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
-                                                 int32_t stride_w, int32_t pad_top, int32_t pad_left,
-                                                 int32_t input_zp, int32_t output_zp, int32_t act_min,
-                                                 int32_t act_max, int32_t rounding);
+qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                                                    const qvanilla_per_channel_quant_params* quant,
+                                                    const qvanilla_dims* input_dims, const int8_t* input,
+                                                    const qvanilla_dims* filter_dims, const int16_t* packed_weights,
+                                                    const int32_t* bias, const qvanilla_dims* output_dims,
+                                                    int8_t* output);
+
+/* The scratch bytes (ctx->size) each entry needs for these dims (kh, kw, ic and oc: the filter's
+ * and the input's channels), at most about 80 KB, 0 for dims the entry rejects with ESIZE.  The
+ * compiler sizes its workspace buffer with the same formula (uma_qvanilla/scratch.py). */
+int32_t qvanilla_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);
+int32_t qvanilla_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);
+int32_t qvanilla_depthwise_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims,
+                                                     const qvanilla_dims* filter_dims);
+int32_t qvanilla_depthwise_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims,
+                                                            const qvanilla_dims* filter_dims);
+
+/* What generated code calls.  TVM's TIR cannot build a C struct: these fill the structs on their
+ * stack from plain pointers and ints and call the struct entries (the API a hardware team
+ * implements is the struct one).  channel_params is the compiler's table of three int32 rows of
+ * oc entries: folded bias, multiplier, shift; scratch holds scratch_size bytes. */
+static inline int32_t qvanilla_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights, int32_t* channel_params,
+                                                     int8_t* output, int8_t* scratch, int32_t scratch_size,
+                                                     int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow,
+                                                     int32_t oc, int32_t kh, int32_t kw, int32_t stride_h,
+                                                     int32_t stride_w, int32_t pad_top, int32_t pad_left,
+                                                     int32_t input_zp, int32_t output_zp, int32_t act_min,
+                                                     int32_t act_max, int32_t rounding) {
+  const qvanilla_context ctx = {scratch, scratch_size};
+  const qvanilla_conv_params params = {{stride_h, stride_w}, {pad_top, pad_left}, input_zp, 0, output_zp,
+                                       {act_min, act_max}, rounding};
+  const int32_t* table = channel_params;
+  const int valid = table != 0 && oc > 0; /* no pointer formed from a size the entry rejects */
+  const qvanilla_per_channel_quant_params quant = {valid ? table + oc : table, valid ? table + 2 * (int64_t)oc : table};
+  const qvanilla_dims input_dims = {1, ih, iw, ic}, filter_dims = {oc, kh, kw, ic}, output_dims = {1, oh, ow, oc};
+  return qvanilla_conv2d_packed_s8(&ctx, &params, &quant, &input_dims, input, &filter_dims, packed_weights, table,
+                                   &output_dims, output);
+}
+
+static inline int32_t qvanilla_depthwise_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights,
+                                                               int32_t* channel_params, int8_t* output,
+                                                               int8_t* scratch, int32_t scratch_size, int32_t ih,
+                                                               int32_t iw, int32_t channels, int32_t oh, int32_t ow,
+                                                               int32_t kh, int32_t kw, int32_t stride_h,
+                                                               int32_t stride_w, int32_t pad_top, int32_t pad_left,
+                                                               int32_t input_zp, int32_t output_zp, int32_t act_min,
+                                                               int32_t act_max, int32_t rounding) {
+  const qvanilla_context ctx = {scratch, scratch_size};
+  const qvanilla_conv_params params = {{stride_h, stride_w}, {pad_top, pad_left}, input_zp, 0, output_zp,
+                                       {act_min, act_max}, rounding};
+  const int32_t* table = channel_params;
+  const int valid = table != 0 && channels > 0; /* no pointer formed from a size the entry rejects */
+  const qvanilla_per_channel_quant_params quant = {valid ? table + channels : table,
+                                                   valid ? table + 2 * (int64_t)channels : table};
+  const qvanilla_dims input_dims = {1, ih, iw, channels}, filter_dims = {1, kh, kw, channels};
+  const qvanilla_dims output_dims = {1, oh, ow, channels};
+  return qvanilla_depthwise_conv2d_packed_s8(&ctx, &params, &quant, &input_dims, input, &filter_dims,
+                                             packed_weights, table, &output_dims, output);
+}
 
 /* TVM's fixed-point multiply: (acc << max(shift, 0)) * multiplier, rounded (ties upward) and
  * shifted right by 31 - min(shift, 0), saturated to int32.  Exact for every int32 argument,

@@ -1,0 +1,373 @@
+/* QVanilla's dense conv (plain and packed weights): windows times weights, in tiles. */
+#include "qvanilla_internal.h"
+
+static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
+
+/* ---------------------------------------------------------------------------------------------
+ * Dense conv */
+
+#ifdef QVANILLA_SMLAD
+static ALWAYS_INLINE int32_t load_pair(const int16_t* p) { /* two int16, as SMLAD reads them */
+  int32_t v;
+  memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+/* out0[0], out0[4], out1[0], out1[4] = x0 . w0, x0 . w1, x1 . w0, x1 . w1 over n (a multiple of 4)
+ * entries.  SMLAD's sums wrap modulo 2^32 (setting the Q flag, which nothing reads), as the
+ * unsigned sums of the plain C path do. */
+static ALWAYS_INLINE void dot2x2(const int16_t* x0, const int16_t* x1, const int16_t* w0, const int16_t* w1,
+                                 size_t n, uint32_t* out0, uint32_t* out1) {
+  int32_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+  for (const int16_t* end = x0 + n; x0 < end; x0 += 4, x1 += 4, w0 += 4, w1 += 4) {
+    int32_t u = load_pair(x0), v = load_pair(x1), p = load_pair(w0), q = load_pair(w1);
+    a0 = __smlad(u, p, a0);
+    a1 = __smlad(u, q, a1);
+    b0 = __smlad(v, p, b0);
+    b1 = __smlad(v, q, b1);
+    u = load_pair(x0 + 2), v = load_pair(x1 + 2), p = load_pair(w0 + 2), q = load_pair(w1 + 2);
+    a0 = __smlad(u, p, a0);
+    a1 = __smlad(u, q, a1);
+    b0 = __smlad(v, p, b0);
+    b1 = __smlad(v, q, b1);
+  }
+  out0[0] = (uint32_t)a0; out0[4] = (uint32_t)a1;
+  out1[0] = (uint32_t)b0; out1[4] = (uint32_t)b1;
+}
+#endif
+
+/* out0[4*j] = sum_k x0[k] * w[j*ws + k] and out1[4*j] likewise for x1, j < 4, k < 8*k8 (the
+ * transposed order of accumulator rows, see pack_row): a reduction per sum, which gcc
+ * vectorises with pmaddwd (8 multiply-adds per instruction), then adds up each sum's lanes. */
+static ALWAYS_INLINE void dot2x4(const int16_t* restrict x0, const int16_t* restrict x1, const int16_t* restrict w,
+                                 size_t ws, size_t k8, uint32_t* restrict out0, uint32_t* restrict out1) {
+#ifdef QVANILLA_SMLAD
+  dot2x2(x0, x1, w, w + ws, k8 * KA, out0, out1);
+  dot2x2(x0, x1, w + 2 * ws, w + 3 * ws, k8 * KA, out0 + 8, out1 + 8);
+#else
+  const int16_t* restrict w0 = w;
+  const int16_t* restrict w1 = w + ws;
+  const int16_t* restrict w2 = w + 2 * ws;
+  const int16_t* restrict w3 = w + 3 * ws;
+  uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+  const size_t n = k8 * KA;
+  UNROLL4 /* a short reduction (constant k8) unrolled: no loop, no zeroed accumulators */
+  for (size_t k = 0; k < n; ++k) { /* |x * w| <= 2^22: no int overflow */
+    const int32_t u = x0[k], v = x1[k];
+    a0 += (uint32_t)(u * w0[k]);
+    a1 += (uint32_t)(u * w1[k]);
+    a2 += (uint32_t)(u * w2[k]);
+    a3 += (uint32_t)(u * w3[k]);
+    b0 += (uint32_t)(v * w0[k]);
+    b1 += (uint32_t)(v * w1[k]);
+    b2 += (uint32_t)(v * w2[k]);
+    b3 += (uint32_t)(v * w3[k]);
+  }
+  out0[0] = a0; out0[4] = a1; out0[8] = a2; out0[12] = a3;
+  out1[0] = b0; out1[4] = b1; out1[8] = b2; out1[12] = b3;
+#endif
+}
+
+/* dot2x4 over the n windows (rows of kp = 8*k8 int16) of a tile, two at a time: the sums of
+ * window i at a[i * stride + 4*j], j < 4 (the odd last window's partner writes `spare`). */
+static ALWAYS_INLINE void dot_pairs(const int16_t* win, size_t n, size_t kp, size_t k8, const int16_t* w, uint32_t* a,
+                                    size_t stride, uint32_t* spare) {
+  for (size_t i = 0; i < n; i += 2) {
+    const int pair = i + 1 < n;
+    dot2x4(win + i * kp, win + (pair ? i + 1 : i) * kp, w, kp, k8, a + i * stride, pair ? a + (i + 1) * stride : spare);
+  }
+}
+
+/* dot_pairs with the reduction's length a constant for the short ones (up to 64: 1x1 convs of up
+ * to 64 channels), so that gcc unrolls it: their sums' horizontal additions are much of the work. */
+NOINLINE static void dot_tile(const int16_t* win, size_t n, size_t kp, const int16_t* w, uint32_t* a, size_t stride,
+                              uint32_t* spare) {
+#ifdef QVANILLA_SMLAD
+  dot_pairs(win, n, kp, kp / KA, w, a, stride, spare); /* SMLAD's loop gains little from unrolling */
+#else
+  switch (kp / KA) {
+    case 1: dot_pairs(win, n, kp, 1, w, a, stride, spare); break;
+    case 2: dot_pairs(win, n, kp, 2, w, a, stride, spare); break;
+    case 3: dot_pairs(win, n, kp, 3, w, a, stride, spare); break;
+    case 4: dot_pairs(win, n, kp, 4, w, a, stride, spare); break;
+    case 5: dot_pairs(win, n, kp, 5, w, a, stride, spare); break;
+    case 6: dot_pairs(win, n, kp, 6, w, a, stride, spare); break;
+    case 7: dot_pairs(win, n, kp, 7, w, a, stride, spare); break;
+    case 8: dot_pairs(win, n, kp, 8, w, a, stride, spare); break;
+    default: dot_pairs(win, n, kp, kp / KA, w, a, stride, spare); break;
+  }
+#endif
+}
+
+/* dst[0..n) = src[0..n) widened (blocks of 16 vectorise). */
+static void widen(int16_t* restrict dst, const int8_t* restrict src, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) dst[i + j] = src[i + j];
+  }
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+static void fill(int16_t* dst, int16_t value, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) dst[i + j] = value;
+  }
+  for (; i < n; ++i) dst[i] = value;
+}
+
+/* The first kx of [0, kw) whose column x0 + kx is at least `from` (x0 may be far outside). */
+static int32_t first_column(int64_t x0, int64_t from, int32_t kw) {
+  const int64_t k = from - x0;
+  return k <= 0 ? 0 : k >= kw ? kw : (int32_t)k;
+}
+
+/* Window of output pixel (y, x) as kp int16: [ky][kx][c] of the input, input_zp outside the
+ * image, zeros from K on.  No pointer is formed outside the input. */
+static void gather(int16_t* dst, size_t kp, const int8_t* input, const qvanilla_conv* p, int32_t y, int32_t x) {
+  const size_t ic = (size_t)p->ic, row = (size_t)p->kw * ic;
+  const int64_t x0 = (int64_t)x * p->stride_w - p->pad_left;
+  const int32_t a = first_column(x0, 0, p->kw), b = first_column(x0, p->iw, p->kw); /* [a, b) inside */
+  for (int32_t ky = 0; ky < p->kh; ++ky) {
+    const int32_t iy = y * p->stride_h - p->pad_top + ky; /* fits: extent_ok() */
+    int16_t* r = dst + (size_t)ky * row;
+    if (iy < 0 || iy >= p->ih || a >= b) {
+      fill(r, (int16_t)p->input_zp, row);
+      continue;
+    }
+    fill(r, (int16_t)p->input_zp, (size_t)a * ic);
+    widen(r + (size_t)a * ic, input + ((size_t)iy * p->iw + (size_t)(x0 + a)) * ic, (size_t)(b - a) * ic);
+    fill(r + (size_t)b * ic, (int16_t)p->input_zp, (size_t)(p->kw - b) * ic);
+  }
+  fill(dst + (size_t)p->kh * row, 0, kp - (size_t)p->kh * row);
+}
+
+/* The windows of the n output pixels from (*y, *x) on (in output order) as rows of kp int16, and
+ * (*y, *x) moved past them.  A 1x1 kernel of stride 1 along rows whose ic is a multiple of KA
+ * reads runs of consecutive pixels: their windows are the input's contiguous pixels, widened. */
+static void gather_tile(int16_t* win, size_t kp, size_t n, const int8_t* input, const qvanilla_conv* p,
+                        int32_t* y, int32_t* x) {
+  const int runs = p->kh == 1 && p->kw == 1 && p->stride_w == 1 && kp == (size_t)p->ic;
+  for (size_t i = 0; i < n;) {
+    size_t run = 1;
+    if (runs) { /* pixels [*x, *x + run) of row *y, all inside the image */
+      const int64_t iy = (int64_t)*y * p->stride_h - p->pad_top, ix = (int64_t)*x - p->pad_left;
+      run = (size_t)(p->ow - *x) < n - i ? (size_t)(p->ow - *x) : n - i;
+      if (iy >= 0 && iy < p->ih && ix >= 0 && ix + (int64_t)run <= p->iw) {
+        widen(win + i * kp, input + ((size_t)iy * p->iw + (size_t)ix) * kp, run * kp);
+      } else {
+        run = 1;
+        gather(win + i * kp, kp, input, p, *y, *x);
+      }
+    } else {
+      gather(win + i * kp, kp, input, p, *y, *x);
+    }
+    i += run;
+    *x += (int32_t)run;
+    if (*x == p->ow) {
+      *x = 0;
+      ++*y;
+    }
+  }
+}
+
+/* The scratch of conv_tiles(), in order (p->kh * p->kw * p->ic <= KMAX); base NULL: only the size. */
+typedef struct {
+  int16_t* win;   /* tile windows of kp int16 */
+  uint32_t* acc;  /* tile rows of up to `chunk` accumulators */
+  uint32_t* bias; /* chunk */
+  uint32_t* sums; /* chunk, plain */
+  qblock* blocks; /* chunk / QL */
+  uint32_t* rows; /* tile * QL: qvanilla_requant_rows()' */
+  int16_t* quad;  /* OB rows of kp int16, plain */
+} tiles_scratch;
+
+static size_t tiles_scratch_of(const qvanilla_conv* p, int packed, unsigned char* base, tiles_scratch* t) {
+  const size_t oc = (size_t)p->oc, K = (size_t)p->kh * p->kw * p->ic, kp = (K + KA - 1) / KA * KA;
+  const size_t tile = WIN / kp < TILE ? WIN / kp : TILE, chunk = (oc + QL - 1) / QL * QL < QCH ? (oc + QL - 1) / QL * QL : QCH;
+  qvanilla_arena a = {base, 0};
+  t->win = qvanilla_take(&a, tile * kp * sizeof(int16_t));
+  t->acc = qvanilla_take(&a, tile * chunk * sizeof(uint32_t));
+  t->bias = qvanilla_take(&a, chunk * sizeof(uint32_t));
+  t->sums = packed ? NULL : qvanilla_take(&a, chunk * sizeof(uint32_t));
+  t->blocks = qvanilla_take(&a, chunk / QL * QVANILLA_BLOCK_BYTES);
+  t->rows = qvanilla_take(&a, tile * QL * sizeof(uint32_t));
+  t->quad = packed ? NULL : qvanilla_take(&a, OB * kp * sizeof(int16_t));
+  return a.used;
+}
+
+/* The windows' length beyond which the direct loops take over (its product fits 64 bits). */
+static int short_windows(const qvanilla_conv* p) {
+  return p->kh <= KMAX && p->kw <= KMAX && p->ic <= KMAX && (uint64_t)p->kh * p->kw * p->ic <= KMAX;
+}
+
+size_t qvanilla_dense_scratch(const qvanilla_conv* p, int packed) {
+  tiles_scratch t;
+  if (short_windows(p)) return tiles_scratch_of(p, packed, NULL, &t);
+  qvanilla_arena a = {NULL, 0};
+  qvanilla_take(&a, packed ? 0 : (size_t)imin(p->oc, MAX_OC) * sizeof(uint32_t)); /* conv_plain_direct()'s row */
+  return a.used;
+}
+
+/* The dense conv for K = kh*kw*ic <= KMAX.  packed: OCP rows of kp int16 and the folded bias in
+ * q; else raw HWIO int8 weights (with weight_zp), packed into quad (OB*kp int16, scratch)
+ * four channels at a time for each tile (their biases folded on the first).  Per chunk of up to QCH output
+ * channels (their output stages prepared once) and tile of output pixels: the windows, the
+ * accumulators of every pixel and channel (dot2x4, two pixels by four channels at a time, the four
+ * channels' weights staying in L1 while the tile's windows stream), then the output rows.  A row
+ * of accumulators holds the chunk's channels in blocks of QL, transposed (lane()). */
+static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t* raw, const qvanilla_channels* q,
+                       int8_t* output, const qvanilla_conv* p, void* scratch) {
+  tiles_scratch t;
+  tiles_scratch_of(p, packed != NULL, scratch, &t);
+  int16_t *win = t.win, *quad = t.quad;
+  uint32_t *acc = t.acc, *bias = t.bias, *sums = t.sums, spare[QL];
+  qblock* blocks = t.blocks;
+  const size_t oc = (size_t)p->oc, K = (size_t)p->kh * p->kw * p->ic, kp = (K + KA - 1) / KA * KA;
+  const size_t pixels = (size_t)p->oh * p->ow;
+  const size_t tile = WIN / kp < TILE ? WIN / kp : TILE; /* >= 2 */
+  for (size_t c0 = 0; c0 < oc; c0 += QCH) {
+    const size_t nc = oc - c0 < QCH ? oc - c0 : QCH, stride = (nc + QL - 1) / QL * QL;
+    for (size_t j = (nc + OB - 1) / OB * OB; j < stride; ++j) { /* lanes no dot2x4 writes */
+      for (size_t i = 0; i < tile; ++i) acc[i * stride + j / QL * QL + lane(j % QL, 1)] = 0;
+    }
+    int32_t y = 0, x = 0; /* the next pixel to gather */
+    for (size_t first = 0; first < pixels; first += tile) {
+      const size_t n = pixels - first < tile ? pixels - first : tile;
+      gather_tile(win, kp, n, input, p, &y, &x);
+      for (size_t o0 = c0; o0 < c0 + nc; o0 += OB) {
+        if (packed == NULL) { /* rows o0 .. o0+3, zero beyond oc and K */
+          const size_t no = oc - o0 < OB ? oc - o0 : OB;
+          uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* the rows' sums, in registers */
+          for (size_t k = 0; k < K; ++k) {
+            const int8_t* r = raw + k * oc + o0;
+            const int16_t v0 = (int16_t)(r[0] - p->weight_zp), v1 = no > 1 ? (int16_t)(r[1] - p->weight_zp) : 0;
+            const int16_t v2 = no > 2 ? (int16_t)(r[2] - p->weight_zp) : 0, v3 = no > 3 ? (int16_t)(r[3] - p->weight_zp) : 0;
+            quad[k] = v0;
+            quad[kp + k] = v1;
+            quad[2 * kp + k] = v2;
+            quad[3 * kp + k] = v3;
+            s0 += (uint32_t)v0;
+            s1 += (uint32_t)v1;
+            s2 += (uint32_t)v2;
+            s3 += (uint32_t)v3;
+          }
+          const uint32_t sum[OB] = {s0, s1, s2, s3};
+          for (size_t j = 0; j < no; ++j) sums[o0 - c0 + j] = sum[j]; /* used on the first tile */
+          for (size_t j = 0; j < OB; ++j) fill(quad + j * kp + K, 0, kp - K); /* rows beyond oc: zeros above */
+        }
+        const int16_t* w = packed != NULL ? packed + o0 * kp : quad;
+        /* channels o0 + j at a[4*j] */
+        dot_tile(win, n, kp, w, acc + (o0 - c0) / QL * QL + lane((o0 - c0) % QL, 1), stride, spare);
+      }
+      if (first == 0) { /* the output stages: biases, with bias - input_zp * sum (w - weight_zp) if plain */
+        for (size_t j = 0; j < nc; ++j) {
+          bias[j] = (uint32_t)q->bias[c0 + j] - (packed == NULL ? sums[j] * (uint32_t)p->input_zp : 0);
+        }
+        for (size_t j = 0; j < nc; j += QL) {
+          qvanilla_block_setup(&blocks[j / QL], bias + j, q, c0 + j, nc - j < QL ? nc - j : QL, 1, p);
+        }
+      }
+      qvanilla_requant_rows(acc, stride, n, blocks, nc, output + first * oc + c0, oc, 1, p, t.rows);
+    }
+  }
+}
+
+/* Windows longer than KMAX (beyond any usual layer), packed weights: straightforward loops. */
+static void conv_packed_direct(const int8_t* input, const int16_t* packed, const qvanilla_channels* q,
+                               int8_t* output, const qvanilla_conv* p) {
+  const size_t oc = (size_t)p->oc, ic = (size_t)p->ic, K = (size_t)p->kh * p->kw * ic, kp = (K + KA - 1) / KA * KA;
+  const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+  for (int32_t y = 0; y < p->oh; ++y) {
+    for (int32_t x = 0; x < p->ow; ++x) {
+      int8_t* out = output + ((size_t)y * p->ow + x) * oc;
+      for (size_t o = 0; o < oc; ++o) {
+        const int16_t* w = packed + o * kp;
+        uint32_t sum = 0;
+        for (int32_t ky = 0; ky < p->kh; ++ky) {
+          const int32_t iy = y * p->stride_h - p->pad_top + ky;
+          for (int32_t kx = 0; kx < p->kw; ++kx) {
+            const int32_t ix = x * p->stride_w - p->pad_left + kx;
+            const int16_t* wk = w + ((size_t)ky * p->kw + kx) * ic;
+            const int inside = iy >= 0 && iy < p->ih && ix >= 0 && ix < p->iw;
+            const int8_t* in = inside ? input + ((size_t)iy * p->iw + ix) * ic : NULL;
+            for (size_t c = 0; c < ic; ++c) sum += (uint32_t)((in ? in[c] : p->input_zp) * wk[c]);
+          }
+        }
+        const qchan qc = qvanilla_channel(q, o, (uint32_t)q->bias[o], p->rounding);
+        out[o] = finish_any(sum, &qc, lo, hi, p);
+      }
+    }
+  }
+}
+
+/* Windows longer than KMAX, plain entry: for each output pixel the int32 sums of up to MAX_OC
+ * channels in a scratch row acc (weights are HWIO: the inner loop runs over contiguous channels). */
+static void conv_plain_direct(const int8_t* input, const int8_t* weights, const qvanilla_channels* q,
+                              int8_t* output, const qvanilla_conv* p, uint32_t* acc) {
+  const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+  for (int32_t o0 = 0; o0 < p->oc; o0 += MAX_OC) {
+    const int32_t n = imin(p->oc - o0, MAX_OC);
+    for (int32_t y = 0; y < p->oh; ++y) {
+      for (int32_t x = 0; x < p->ow; ++x) {
+        for (int32_t o = 0; o < n; ++o) acc[o] = 0;
+        for (int32_t ky = 0; ky < p->kh; ++ky) {
+          const int32_t iy = y * p->stride_h - p->pad_top + ky;
+          if (iy < 0 || iy >= p->ih) continue; /* padding: (zp - zp) contributes nothing */
+          for (int32_t kx = 0; kx < p->kw; ++kx) {
+            const int32_t ix = x * p->stride_w - p->pad_left + kx;
+            if (ix < 0 || ix >= p->iw) continue;
+            const int8_t* in = input + ((size_t)iy * p->iw + ix) * p->ic;
+            const int8_t* w = weights + ((size_t)ky * p->kw + kx) * p->ic * p->oc + o0;
+            for (int32_t c = 0; c < p->ic; ++c) {
+              const int32_t v = (int32_t)in[c] - p->input_zp; /* |v|, |w - weight_zp| <= 255 */
+              const int8_t* restrict wc = w + (size_t)c * p->oc;
+              uint32_t* restrict a = acc;
+              for (int32_t o = 0; o < n; ++o) a[o] += (uint32_t)(v * ((int32_t)wc[o] - p->weight_zp));
+            }
+          }
+        }
+        int8_t* out = output + ((size_t)y * p->ow + x) * p->oc + o0;
+        for (int32_t o = 0; o < n; ++o) {
+          const qchan qc = qvanilla_channel(q, (size_t)(o0 + o), (uint32_t)q->bias[o0 + o], p->rounding);
+          out[o] = finish_any(acc[o], &qc, lo, hi, p);
+        }
+      }
+    }
+  }
+}
+
+qvanilla_status qvanilla_conv2d_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                                   const qvanilla_per_channel_quant_params* quant, const qvanilla_dims* input_dims,
+                                   const int8_t* input, const qvanilla_dims* filter_dims, const int8_t* weights,
+                                   const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output) {
+  qvanilla_conv p;
+  qvanilla_channels q;
+  const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, weights, bias,
+                                                output_dims, output, PLAIN, &p, &q);
+  if (status != QVANILLA_OK) return status;
+  if (short_windows(&p)) {
+    conv_tiles(input, NULL, weights, &q, output, &p, ctx->buf);
+  } else {
+    conv_plain_direct(input, weights, &q, output, &p, ctx->buf);
+  }
+  return QVANILLA_OK;
+}
+
+qvanilla_status qvanilla_conv2d_packed_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                                          const qvanilla_per_channel_quant_params* quant,
+                                          const qvanilla_dims* input_dims, const int8_t* input,
+                                          const qvanilla_dims* filter_dims, const int16_t* packed_weights,
+                                          const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output) {
+  qvanilla_conv p;
+  qvanilla_channels q;
+  const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, packed_weights,
+                                                bias, output_dims, output, PACKED, &p, &q);
+  if (status != QVANILLA_OK) return status;
+  if (short_windows(&p)) {
+    conv_tiles(input, packed_weights, NULL, &q, output, &p, ctx->buf);
+  } else {
+    conv_packed_direct(input, packed_weights, &q, output, &p);
+  }
+  return QVANILLA_OK;
+}

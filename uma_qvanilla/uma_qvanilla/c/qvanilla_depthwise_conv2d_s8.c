@@ -1,0 +1,322 @@
+/* QVanilla's depthwise conv (plain and packed weights): 16 channels at a time. */
+#include "qvanilla_internal.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Depthwise conv */
+
+/* a = 0 if first, else acc: where a run of taps starts summing (j < CB). */
+static ALWAYS_INLINE void start_sums(uint32_t* restrict a, const uint32_t* restrict acc, int first) {
+  if (first) {
+    for (int j = 0; j < CB; ++j) a[j] = 0;
+  } else {
+    for (int j = 0; j < CB; ++j) a[j] = acc[j];
+  }
+}
+
+/* acc[j] (+)= sum over the taps t < nt of in[t][at + j] * w[t][at + j], j < CB (acc starts at 0 if
+ * first): vectorised over j (16 int8 inputs widened, multiplied by 16 int16 weights, into 16
+ * 32-bit sums: pmullw, pmulhw and unpacking). */
+static void dw_taps(uint32_t* restrict acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
+                    int first) {
+  uint32_t a[CB];
+  start_sums(a, acc, first);
+  for (int t = 0; t < nt; ++t) {
+    const int8_t* restrict s = in[t] + at;
+    const int16_t* restrict wt = w[t] + at;
+    for (int j = 0; j < CB; ++j) a[j] += (uint32_t)(s[j] * (int32_t)wt[j]); /* |s * w| <= 2^22 */
+  }
+  for (int j = 0; j < CB; ++j) acc[j] = a[j];
+}
+
+/* dw_taps for weights in [-128, 127] and an even nt, two taps at a time in 16-bit lanes: the two
+ * products are in [-16256, 16384], so their sum plus 32767 is in [255, 65535], exact in uint16,
+ * then widened (without sign) and added: pmullw, paddw and unpacking, half the 32-bit work.  The
+ * sums come out 32767 too large per pair of taps (the biases take it back). */
+static void dw_pairs(uint32_t* restrict acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
+                     int first) {
+  uint32_t a[CB];
+  start_sums(a, acc, first);
+  for (int t = 0; t < nt; t += 2) {
+    const int8_t* restrict s0 = in[t] + at;
+    const int8_t* restrict s1 = in[t + 1] + at;
+    const int16_t* restrict w0 = w[t] + at;
+    const int16_t* restrict w1 = w[t + 1] + at;
+    for (int j = 0; j < CB; ++j) a[j] += (uint16_t)(s0[j] * w0[j] + s1[j] * w1[j] + 32767);
+  }
+  for (int j = 0; j < CB; ++j) acc[j] = a[j];
+}
+
+/* dst[0 .. n) = src[0 .. n), 0 < n < 16, with two fixed-size (possibly overlapping) copies. */
+static void copy_short(int8_t* dst, const int8_t* src, size_t n) {
+  if (n >= 8) {
+    memcpy(dst, src, 8);
+    memcpy(dst + n - 8, src + n - 8, 8);
+  } else if (n >= 4) {
+    memcpy(dst, src, 4);
+    memcpy(dst + n - 4, src + n - 4, 4);
+  } else if (n >= 2) {
+    memcpy(dst, src, 2);
+    memcpy(dst + n - 2, src + n - 2, 2);
+  } else {
+    dst[0] = src[0];
+  }
+}
+
+/* Depthwise conv of the channels [c0, c0 + nc), nc <= DW_BLOCK, with weights w[t*ws + c - c0]
+ * (int16, weight_zp subtracted; in [-128, 127] if paired: dw_pairs, whose excess the biases of
+ * `blocks` take back) and the output stages `blocks` (folded biases).  Per output pixel and group
+ * of up to DW_TAPS taps: pointers to the taps' input (at fixed offsets from the first tap's when
+ * the window is inside the image, zp_row for taps outside it) and weights (an odd group gets a tap
+ * of zero weights if paired), then CB channels at a time (the last nc % CB channels through
+ * zero-padded copies of their inputs and weights) into a row of accumulators; the output stage
+ * runs on up to DW_ACC / stride (at most TILE) consecutive pixels at a time. */
+/* The scratch of depthwise() and dw_block(), in order; base NULL: only the size. */
+typedef struct {
+  qblock* blocks;       /* the output stages of a block of channels */
+  uint32_t* bias;       /* block */
+  int16_t* wbuf;        /* plain: taps * block int16 weights, if they fit DW_WBUF */
+  uint32_t* acc;        /* dw_block's accumulators: pixels awaiting their output stage */
+  uint32_t* rows;       /* TILE * QL: qvanilla_requant_rows()' */
+  int8_t* zp_row;       /* block: what a tap outside the image reads */
+  int16_t* zero_w;      /* block */
+  const int8_t** in;    /* DW_TAPS + 1 each: the taps' inputs and weights, and the tail's */
+  const int16_t** wr;
+  const int8_t** tail_in;
+  const int16_t** tail_wr;
+  size_t* offset;       /* DW_TAPS */
+  int8_t* tail_x;       /* (DW_TAPS + 1) * CB */
+  int16_t* tail_w;      /* (DW_TAPS + 1) * CB */
+} dw_scratch;
+
+/* Channels per block: DW_BLOCK, or for plain weights as many as fit wbuf (at least 1). */
+static size_t block_of(const qvanilla_conv* p, int packed) {
+  const size_t taps = (size_t)p->kh * p->kw;
+  size_t block = DW_BLOCK;
+  if (!packed) { /* a block's weights must fit wbuf */
+    block = DW_WBUF / taps < DW_BLOCK ? DW_WBUF / taps : DW_BLOCK;
+    if (block >= QL) block -= block % QL;
+    if (block == 0) block = 1;
+  }
+  return block;
+}
+
+static size_t dw_scratch_of(const qvanilla_conv* p, int packed, unsigned char* base, dw_scratch* d) {
+  const size_t taps = (size_t)p->kh * p->kw, block = block_of(p, packed);
+  const size_t cb = (size_t)p->ic < block ? (size_t)p->ic : block, stride = (cb + CB - 1) / CB * CB;
+  const size_t taps_slots = (DW_TAPS + 1) * QVANILLA_POINTER_BYTES;
+  qvanilla_arena a = {base, 0};
+  d->blocks = qvanilla_take(&a, (cb + QL - 1) / QL * QVANILLA_BLOCK_BYTES);
+  d->bias = qvanilla_take(&a, cb * sizeof(uint32_t));
+  d->wbuf = qvanilla_take(&a, !packed && taps * cb <= DW_WBUF ? taps * cb * sizeof(int16_t) : 0);
+  d->acc = qvanilla_take(&a, (stride * TILE < DW_ACC ? stride * TILE : DW_ACC) * sizeof(uint32_t));
+  d->rows = qvanilla_take(&a, TILE * QL * sizeof(uint32_t));
+  d->zp_row = qvanilla_take(&a, cb);
+  d->zero_w = qvanilla_take(&a, cb * sizeof(int16_t));
+  d->in = qvanilla_take(&a, taps_slots);
+  d->wr = qvanilla_take(&a, taps_slots);
+  d->tail_in = qvanilla_take(&a, taps_slots);
+  d->tail_wr = qvanilla_take(&a, taps_slots);
+  d->offset = qvanilla_take(&a, DW_TAPS * QVANILLA_POINTER_BYTES);
+  d->tail_x = qvanilla_take(&a, (DW_TAPS + 1) * CB);
+  d->tail_w = qvanilla_take(&a, (DW_TAPS + 1) * CB * sizeof(int16_t));
+  return a.used;
+}
+
+size_t qvanilla_depthwise_scratch(const qvanilla_conv* p, int packed) {
+  dw_scratch d;
+  return dw_scratch_of(p, packed, NULL, &d);
+}
+
+static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qblock* blocks, int8_t* output,
+                     size_t c0, size_t nc, int paired, const qvanilla_conv* p, const dw_scratch* d) {
+  const size_t channels = (size_t)p->ic, taps = (size_t)p->kh * p->kw, full = nc - nc % CB, rest = nc - full;
+  const size_t stride = (nc + CB - 1) / CB * CB, pixels = DW_ACC / stride < TILE ? DW_ACC / stride : TILE; /* >= 1 */
+  int8_t* zp_row = d->zp_row;
+  int16_t* zero_w = d->zero_w;
+  const int8_t** in = d->in;
+  const int16_t** wr = d->wr;
+  const int8_t** tail_in = d->tail_in;
+  const int16_t** tail_wr = d->tail_wr;
+  size_t* offset = d->offset; /* of each tap of the first group from the window's corner, inside the image */
+  int8_t* tail_x = d->tail_x;
+  int16_t* tail_w = d->tail_w;
+  size_t tail_w_group = (size_t)-1, wr_group = (size_t)-1; /* the tap groups tail_w and wr hold */
+  uint32_t* acc = d->acc;
+  for (size_t c = 0; c < nc; ++c) {
+    zp_row[c] = (int8_t)p->input_zp;
+    zero_w[c] = 0;
+  }
+  for (int t = 0; t <= DW_TAPS; ++t) {
+    tail_in[t] = tail_x + (size_t)t * CB;
+    tail_wr[t] = tail_w + (size_t)t * CB;
+  }
+  for (size_t i = 0; i < (DW_TAPS + 1) * CB; ++i) {
+    tail_x[i] = 0;
+    tail_w[i] = 0;
+  }
+  for (size_t t = 0; t < taps && t < DW_TAPS; ++t) {
+    offset[t] = ((t / (size_t)p->kw) * (size_t)p->iw + t % (size_t)p->kw) * channels;
+  }
+  const size_t total = (size_t)p->oh * p->ow;
+  int32_t y = 0, x = 0; /* the next output pixel */
+  for (size_t first = 0; first < total; first += pixels) {
+    const size_t np = total - first < pixels ? total - first : pixels;
+    for (size_t i = 0; i < np; ++i) {
+      const int32_t iy0 = y * p->stride_h - p->pad_top, ix0 = x * p->stride_w - p->pad_left; /* fit: extent_ok() */
+      const int inside = iy0 >= 0 && iy0 <= p->ih - p->kh && ix0 >= 0 && ix0 <= p->iw - p->kw;
+      uint32_t* row = acc + i * stride;
+      for (size_t t0 = 0; t0 < taps; t0 += DW_TAPS) {
+        int nt = taps - t0 < DW_TAPS ? (int)(taps - t0) : DW_TAPS;
+        if (inside && t0 == 0) {
+          const int8_t* corner = input + ((size_t)iy0 * p->iw + (size_t)ix0) * channels + c0;
+          for (int t = 0; t < nt; ++t) in[t] = corner + offset[t];
+        } else {
+          int32_t ky = (int32_t)(t0 / (size_t)p->kw), kx = (int32_t)(t0 % (size_t)p->kw);
+          for (int t = 0; t < nt; ++t) {
+            const int32_t iy = iy0 + ky, ix = ix0 + kx;
+            const int tap_inside = iy >= 0 && iy < p->ih && ix >= 0 && ix < p->iw;
+            in[t] = tap_inside ? input + ((size_t)iy * p->iw + ix) * channels + c0 : zp_row;
+            if (++kx == p->kw) {
+              kx = 0;
+              ++ky;
+            }
+          }
+        }
+        if (t0 != wr_group) {
+          for (int t = 0; t < nt; ++t) wr[t] = w + (t0 + (size_t)t) * ws;
+          wr[nt] = zero_w; /* a tap of zero weights, for an odd group if paired */
+          wr_group = t0;
+        }
+        if (paired && nt % 2) {
+          in[nt] = zp_row;
+          ++nt;
+        }
+        for (size_t c = 0; c < full; c += CB) {
+          if (paired) dw_pairs(row + c, in, wr, c, nt, t0 == 0);
+          else dw_taps(row + c, in, wr, c, nt, t0 == 0);
+        }
+        if (rest == 0) continue;
+        if (tail_w_group != t0) {
+          for (int t = 0; t < nt; ++t) {
+            for (size_t j = 0; j < rest; ++j) tail_w[(size_t)t * CB + j] = wr[t][full + j];
+          }
+          tail_w_group = t0;
+        }
+        for (int t = 0; t < nt; ++t) copy_short(tail_x + (size_t)t * CB, in[t] + full, rest);
+        if (paired) dw_pairs(row + full, tail_in, tail_wr, 0, nt, t0 == 0);
+        else dw_taps(row + full, tail_in, tail_wr, 0, nt, t0 == 0);
+      }
+      if (++x == p->ow) {
+        x = 0;
+        ++y;
+      }
+    }
+    qvanilla_requant_rows(acc, stride, np, blocks, nc, output + first * channels + c0, channels, 0, p, d->rows);
+  }
+}
+
+/* packed: [tap][channel] int16 with folded biases; else raw [tap][channel] int8 and weight_zp. */
+static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* raw, const qvanilla_channels* q,
+                      int8_t* output, const qvanilla_conv* p, void* scratch) {
+  const size_t channels = (size_t)p->ic, taps = (size_t)p->kh * p->kw, block = block_of(p, packed != NULL);
+  dw_scratch d;
+  dw_scratch_of(p, packed != NULL, scratch, &d);
+  qblock* blocks = d.blocks;
+  uint32_t* bias = d.bias;
+  int16_t* wbuf = d.wbuf;
+  for (size_t c0 = 0; c0 < channels; c0 += block) {
+    const size_t nc = channels - c0 < block ? channels - c0 : block;
+    for (size_t c = 0; c < nc; ++c) bias[c] = (uint32_t)q->bias[c0 + c];
+    if (packed == NULL && taps * nc <= DW_WBUF) {
+      for (size_t c = 0; c < nc; ++c) {
+        uint32_t sum = 0;
+        for (size_t t = 0; t < taps; ++t) {
+          const int16_t v = (int16_t)(raw[t * channels + c0 + c] - p->weight_zp);
+          wbuf[t * nc + c] = v;
+          sum += (uint32_t)v;
+        }
+        bias[c] -= sum * (uint32_t)p->input_zp;
+      }
+    }
+    if (packed != NULL || taps * nc <= DW_WBUF) {
+      const int16_t* w = packed != NULL ? packed + c0 : wbuf;
+      const size_t ws = packed != NULL ? channels : nc;
+      int16_t lo[CB] = {0}, hi[CB] = {0}; /* the weights' range: in [-128, 127], dw_pairs */
+      for (size_t t = 0; t < taps; ++t) {
+        const int16_t* r = w + t * ws;
+        size_t c = 0;
+        for (; c + CB <= nc; c += CB) { /* blocks of 16 vectorise (pminsw, pmaxsw) */
+          for (int j = 0; j < CB; ++j) {
+            lo[j] = r[c + j] < lo[j] ? r[c + j] : lo[j];
+            hi[j] = r[c + j] > hi[j] ? r[c + j] : hi[j];
+          }
+        }
+        for (; c < nc; ++c) {
+          lo[0] = r[c] < lo[0] ? r[c] : lo[0];
+          hi[0] = r[c] > hi[0] ? r[c] : hi[0];
+        }
+      }
+      int paired = 1;
+      for (int j = 0; j < CB; ++j) paired = paired && lo[j] >= -128 && hi[j] <= 127;
+      if (paired) { /* dw_pairs' excess: 32767 per pair of taps of each group of DW_TAPS */
+        const size_t groups = taps / DW_TAPS, last = taps % DW_TAPS;
+        const uint32_t excess = 32767u * (uint32_t)(groups * (DW_TAPS / 2) + (last + 1) / 2);
+        for (size_t c = 0; c < nc; ++c) bias[c] -= excess;
+      }
+      for (size_t c = 0; c < nc; c += QL) {
+        qvanilla_block_setup(&blocks[c / QL], bias + c, q, c0 + c, nc - c < QL ? nc - c : QL, 0, p);
+      }
+      dw_block(input, w, ws, blocks, output, c0, nc, paired, p, &d);
+      continue;
+    }
+    /* More than DW_WBUF taps: one channel at a time, its weights in turns of DW_WBUF taps. */
+    const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+    for (size_t c = c0; c < c0 + nc; ++c) {
+      const qchan qc = qvanilla_channel(q, c, (uint32_t)q->bias[c], p->rounding);
+      for (int32_t y = 0; y < p->oh; ++y) {
+        for (int32_t x = 0; x < p->ow; ++x) {
+          uint32_t sum = 0;
+          for (int32_t ky = 0; ky < p->kh; ++ky) {
+            const int32_t iy = y * p->stride_h - p->pad_top + ky;
+            for (int32_t kx = 0; kx < p->kw; ++kx) {
+              const int32_t ix = x * p->stride_w - p->pad_left + kx;
+              if (iy < 0 || iy >= p->ih || ix < 0 || ix >= p->iw) continue;
+              const int32_t v = (int32_t)input[((size_t)iy * p->iw + ix) * channels + c] - p->input_zp;
+              sum += (uint32_t)(v * ((int32_t)raw[((size_t)ky * p->kw + kx) * channels + c] - p->weight_zp));
+            }
+          }
+          output[((size_t)y * p->ow + x) * channels + c] = finish_any(sum, &qc, lo, hi, p);
+        }
+      }
+    }
+  }
+}
+
+qvanilla_status qvanilla_depthwise_conv2d_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                                             const qvanilla_per_channel_quant_params* quant,
+                                             const qvanilla_dims* input_dims, const int8_t* input,
+                                             const qvanilla_dims* filter_dims, const int8_t* weights,
+                                             const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output) {
+  qvanilla_conv p;
+  qvanilla_channels q;
+  const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, weights, bias,
+                                                output_dims, output, DEPTHWISE, &p, &q);
+  if (status != QVANILLA_OK) return status;
+  depthwise(input, NULL, weights, &q, output, &p, ctx->buf);
+  return QVANILLA_OK;
+}
+
+qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                                                    const qvanilla_per_channel_quant_params* quant,
+                                                    const qvanilla_dims* input_dims, const int8_t* input,
+                                                    const qvanilla_dims* filter_dims, const int16_t* packed_weights,
+                                                    const int32_t* bias, const qvanilla_dims* output_dims,
+                                                    int8_t* output) {
+  qvanilla_conv p;
+  qvanilla_channels q;
+  const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, packed_weights,
+                                                bias, output_dims, output, DEPTHWISE_PACKED, &p, &q);
+  if (status != QVANILLA_OK) return status;
+  depthwise(input, packed_weights, NULL, &q, output, &p, ctx->buf);
+  return QVANILLA_OK;
+}

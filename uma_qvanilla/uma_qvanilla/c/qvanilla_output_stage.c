@@ -1,0 +1,294 @@
+/* QVanilla's output stage: requantization, zero point and clamp of rows of accumulators. */
+#include "qvanilla_internal.h"
+
+qchan qvanilla_channel(const qvanilla_channels* c, size_t o, uint32_t bias, int32_t rounding) {
+  const int32_t shift = c->shift[o];
+  qchan q;
+  q.bias = bias;
+  q.multiplier = c->multiplier[o];
+  if (rounding == QVANILLA_ROUNDING_TFLITE) {
+    q.left = shift > 0 ? shift : 0;
+    q.right = 31 + (shift < 0 ? -shift : 0);
+    q.fix = q.right > 31 ? (int64_t)1 << 31 : 0;
+    q.round = ((int64_t)1 << 30) + (q.right > 31 ? (int64_t)1 << (q.right - 1) : 0);
+  } else {
+    q.left = 0;
+    q.right = 31 - shift;
+    q.fix = 0;
+    q.round = (int64_t)1 << (q.right - 1);
+  }
+  return q;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The output stage of rows of accumulators, QL channels at a time, vectorised.
+ *
+ * finish() costs a 64-bit product and a variable shift per output, which SSE2 has no vector form
+ * of.  For one channel, with s = the accumulator plus its bias (int32, wrapped), R = 31 - shift:
+ *     out(s) = clamp(output_zp + r(s), act_min, act_max),  r(s) = floor((s * M + 2^(R-1)) / 2^R).
+ * r is monotonic in s (non-decreasing if M > 0, non-increasing if M < 0).  block_setup() picks
+ * L < H with output_zp + r(L) and output_zp + r(H) equal to act_min and act_max (or to act_max and
+ * act_min if M < 0): estimated (plateau()), then checked exactly with r() in 64-bit
+ * integers.  Then out(s) = out(L) for s < L and out(H) for s > H, and no clamping happens in
+ * between: out(s) = output_zp + r(clamp(s, L, H)).  When |L|, |H| <= 2^24 (floats hold every
+ * integer up to 2^24):
+ *     v = clamp(sign(M) * (s - s0) * 2^d, 0, (H - L) * 2^d), computed in float, s0 = the end of
+ *         [L, H] where r is lowest (L if M > 0, H if M < 0): exact inside [L, H] (integers and
+ *         power-of-two scalings), and monotonic (rounding is), so the clamp maps every s outside
+ *         it to the right end exactly;
+ *     out = floor((v * |M| + C) / 2^(R + d)) - 128,
+ *         C = (s0 * M + 2^(R-1) - r(s0) * 2^R) * 2^d + (output_zp + r(s0) + 128) * 2^(R + d),
+ * one unsigned 32 x 32 -> 64-bit product (SSE2's pmuludq), exact, since floor((s0 * M + v * |M|
+ * / 2^d + 2^(R-1)) / 2^R) = r(s0 + sign(M) * v / 2^d).  The channels of a block share one shift
+ * Rb = R + d (a vector shift has one count); the quotient is in [0, 255].  A block whose channels
+ * do not all qualify (multipliers far below 2^30 or extreme shifts, which put L or H beyond 2^24
+ * or the sum beyond 64 bits; a plateau too narrow for the estimate, possible if |M| > 2^R / 2)
+ * takes finish().  A channel whose output does not depend on the accumulator (multiplier 0,
+ * act_min = act_max) has v = 0.
+ *
+ * TFLite's rounding (finish_tflite()), for shift <= 0 (R = 31 - shift as above; a block with a
+ * channel of shift > 0, whose int32 left shift may wrap, takes finish_tflite()):
+ *     r(s) = floor((s * M + K(s)) / 2^R),  K(s) = 2^(R-1) + 2^30, less 2^31 where s * M < -2^30
+ * (K = 2^30 if R = 31), again monotonic.  s * M grows with v, so the lanes take the second K from
+ * one v on: v >= vt adds delta = 2^(31 + d) to C (C computed with K(s0); delta = 0 where every
+ * s * M in [L, H] is on the side of s0). */
+/* K: what r(s) adds to sm = s * multiplier before the shift, upward or TFLite's (right >= 31). */
+static int64_t rounding_term(int64_t sm, int right, int tflite) {
+  if (!tflite) return (int64_t)1 << (right - 1);
+  if (right == 31) return (int64_t)1 << 30;
+  return ((int64_t)1 << (right - 1)) + ((int64_t)1 << 30) - (sm < -((int64_t)1 << 30) ? (int64_t)1 << 31 : 0);
+}
+
+/* r(s) = floor((s * multiplier + K) / 2^right), |s| <= 2^31, right in [1, 62] ([31, 62] if tflite). */
+static int64_t rounded(int64_t s, int32_t multiplier, int right, int tflite) {
+  const int64_t sm = s * multiplier;
+  return kit_floor_shift(sm + rounding_term(sm, right, tflite), right);
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* floor(a / b), b > 0. */
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
+
+/* The middle of the plateau where r(s) = k, rounded to an integer (ties upward): k * 2^right / M,
+ * or in TFLite's rounding (skewed: R > 31) off by -2^30 / M (k > 0, K = 2^(R-1) + 2^30) or +2^30 / M
+ * (k < 0, K = 2^(R-1) - 2^30; the plateau of 0 straddles the change of K and is centred on 0).
+ * In 64-bit integers, |k| <= 255 and right <= 50: microcontrollers' FPUs have no double precision. */
+static int64_t plateau(int64_t k, int right, int skewed, int32_t multiplier) {
+  const int64_t skew = skewed ? (int64_t)1 << 30 : 0;
+  int64_t n = k * ((int64_t)1 << right) - (k > 0 ? skew : k < 0 ? -skew : 0), m = multiplier; /* |n| < 2^59 */
+  if (m < 0) {
+    n = -n;
+    m = -m;
+  }
+  return floor_div(2 * n + m, 2 * m); /* floor(n / m + 1/2) */
+}
+
+/* b = the output stage of the channels o0 .. o0 + n - 1 (n <= QL) of a table of `channels`, with
+ * biases bias[0 .. n) (input zero point folded in), lanes in the order lane(); the lanes of
+ * channels from n on are constant.  [L, H]: both ends on the plateaus where output_zp + r(s) is
+ * act_min and act_max, estimated by their middles (the plateaus are at least two accumulators wide
+ * when |M| < 2^R / 2, upward), then checked exactly; any such [L, H] will do. */
+void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channels* c, size_t o0, size_t n,
+                          int transposed, const qvanilla_conv* p) {
+  const int64_t limit = (int64_t)1 << 24;
+  const int64_t zp = p->output_zp, amin = p->act_min, amax = p->act_max;
+  const int tflite = p->rounding == QVANILLA_ROUNDING_TFLITE;
+  int64_t L[QL], H[QL], base[QL];
+  int right[QL], rb = 1;
+  b->right = 0; /* finish(), unless every channel qualifies */
+  for (size_t j = 0; j < QL; ++j) {
+    b->bias[lane(j, transposed)] = j < n ? bias[j] : 0;
+    b->qc[j] = qvanilla_channel(c, o0 + (j < n ? j : 0), j < n ? bias[j] : 0, p->rounding);
+  }
+#ifdef QVANILLA_MCU
+  return; /* requant_columns() takes every block: it needs only qc */
+#endif
+  for (size_t j = 0; j < QL; ++j) {
+    const size_t l = lane(j, transposed);
+    const int32_t multiplier = j < n ? c->multiplier[o0 + j] : 0;
+    const int r = b->qc[j].right;
+    right[l] = 0;
+    b->m[l] = 0;
+    base[l] = clamp64(zp, amin, amax); /* out(0) */
+    if (multiplier == 0 || amin == amax) continue; /* out(s) = out(0) for every s */
+    if (r > 50 || b->qc[j].left > 0) return;
+    const int64_t ea = plateau(amin - zp, r, tflite && r > 31, multiplier);
+    const int64_t eb = plateau(amax - zp, r, tflite && r > 31, multiplier);
+    if (!(ea > -limit && ea < limit && eb > -limit && eb < limit)) return;
+    L[l] = ea < eb ? ea : eb;
+    H[l] = ea < eb ? eb : ea;
+    const int64_t rl = rounded(L[l], multiplier, r, tflite), rh = rounded(H[l], multiplier, r, tflite);
+    /* exactly: out(s) = out(L) below L, out(H) above H (r is monotonic), no clamping in between */
+    if (zp + rl != (multiplier > 0 ? amin : amax) || zp + rh != (multiplier > 0 ? amax : amin)) return;
+    b->m[l] = multiplier > 0 ? (uint32_t)multiplier : 0u - (uint32_t)multiplier;
+    base[l] = zp + (multiplier > 0 ? rl : rh);
+    right[l] = r;
+    rb = r > rb ? r : rb;
+  }
+  for (size_t j = 0; j < QL; ++j) {
+    const size_t l = lane(j, transposed);
+    b->scale[l] = b->offset[l] = b->bottom[l] = b->top[l] = 0.0f; /* v = 0 */
+    b->c[l] = (uint64_t)(base[l] + 128) << rb;
+    b->vt[l] = 0.0f;
+    b->delta[l] = 0;
+    if (b->m[l] == 0) continue;
+    const int32_t multiplier = c->multiplier[o0 + j];
+    const int r = right[l], d = rb - r;
+    if (d > 30 || H[l] - L[l] > (int64_t)1 << 24 || H[l] - L[l] >= (int64_t)1 << (31 - d)) return; /* v < 2^31 */
+    const int64_t s0 = multiplier > 0 ? L[l] : H[l], sm0 = s0 * multiplier;
+    const float scale = (float)((int64_t)1 << d);
+    b->scale[l] = multiplier > 0 ? scale : -scale;
+    b->offset[l] = (float)(multiplier > 0 ? -s0 : s0) * scale;
+    b->top[l] = (float)(H[l] - L[l]) * scale;
+    /* (s0 * M + K(s0) - r(s0) * 2^r) in [0, 2^r), then the output, 128 too large; v * |M| + C (+ delta)
+     * < 2^(rb + 9) <= 2^59 */
+    b->c[l] = ((uint64_t)(sm0 + rounding_term(sm0, r, tflite) - (base[l] - zp) * ((int64_t)1 << r)) << d) +
+              ((uint64_t)(base[l] + 128) << rb);
+    if (tflite && r > 31 && sm0 < -((int64_t)1 << 30)) {
+      /* k = the first step from s0 (v = k * 2^d) with s * M >= -2^30, where K gains 2^31 */
+      const int64_t need = -((int64_t)1 << 30) - sm0, k = (need + b->m[l] - 1) / b->m[l];
+      if (k <= H[l] - L[l]) { /* <= 2^24: vt exact in float */
+        b->vt[l] = (float)k * scale;
+        b->delta[l] = (uint64_t)1 << (31 + d);
+      }
+    }
+  }
+  b->right = rb;
+}
+
+/* o[i * QL + l] = 128 + the output of lane l of row i (acc + i * stride), in [0, 255], i < rows:
+ * four lanes at a time over the rows, their parameters in registers, vectorised by gcc -O2
+ * (cvtdq2ps, mulps, addps, maxps, minps, cvttps2dq, pmuludq, paddq, psrlq; TFLite's rounding
+ * adds cmpps and a masked paddq). */
+static ALWAYS_INLINE void lanes(const uint32_t* restrict acc, size_t stride, size_t rows, const qblock* restrict b,
+                                uint32_t* restrict o, int tflite) {
+  const int right = b->right;
+  for (int g = 0; g < QL; g += 4) {
+    for (size_t i = 0; i < rows; ++i) {
+      for (int l = g; l < g + 4; ++l) {
+        float v = (float)kit_wrapped(acc[i * stride + (size_t)l] + b->bias[l]) * b->scale[l] + b->offset[l];
+        v = v > b->bottom[l] ? v : b->bottom[l]; /* maxps (a constant 0 would become a compare and an and) */
+        v = v < b->top[l] ? v : b->top[l];       /* minps */
+        uint64_t c = b->c[l];
+        if (tflite) c += b->delta[l] & (0 - (uint64_t)(v >= b->vt[l])); /* a mask, not a branch */
+        o[i * QL + (size_t)l] = (uint32_t)(((uint64_t)(uint32_t)(int32_t)v * b->m[l] + c) >> right);
+      }
+    }
+  }
+}
+
+static void requant_lanes(const uint32_t* restrict acc, size_t stride, size_t rows, const qblock* restrict b,
+                          uint32_t* restrict o) {
+  lanes(acc, stride, rows, b, o, 0);
+}
+
+static void requant_lanes_tflite(const uint32_t* restrict acc, size_t stride, size_t rows, const qblock* restrict b,
+                                 uint32_t* restrict o) {
+  lanes(acc, stride, rows, b, o, 1);
+}
+
+static int little_endian(void) {
+  const uint32_t one = 1;
+  unsigned char first;
+  memcpy(&first, &one, 1);
+  return first == 1;
+}
+
+/* out[0 .. QL) = the outputs o[0 .. QL) of a block's row, each 128 too large.  Transposed (lane
+ * 4*i + k holds channel 4*k + i), they are packed into bytes with shifts and ors, lane-wise: word
+ * k of the output holds lanes k, 4 + k, 8 + k, 12 + k, in memory order on a little-endian machine. */
+static ALWAYS_INLINE void pack_row(const uint32_t* restrict o, int8_t* restrict out, int transposed) {
+  if (transposed && little_endian()) {
+    uint32_t word[QL / 4];
+    for (int k = 0; k < QL / 4; ++k) word[k] = (o[k] | o[4 + k] << 8 | o[8 + k] << 16 | o[12 + k] << 24) ^ 0x80808080u;
+    memcpy(out, word, QL);
+  } else {
+    for (int j = 0; j < QL; ++j) out[j] = (int8_t)((int32_t)o[lane((size_t)j, transposed)] - 128);
+  }
+}
+
+#ifdef QVANILLA_MCU
+/* floor(x / 2^n) for 0 <= n < 32 (see kit_floor_shift()) */
+static int32_t floor_shift32(int32_t x, int n) { return x < 0 ? ~(~x >> n) : x >> n; }
+
+/* out[i * ostride + j] = finish_any(acc[i * stride + lane(j)]) for the nb channels of block b and
+ * i < rows, a channel at a time so that its parameters stay in registers.  For right >= 32 (shift
+ * < 0, as usual) floor(x / 2^right) = floor(floor(x / 2^32) / 2^(right - 32)): the product's high
+ * word shifted, exact, in int32 (|x| < 2^63). */
+static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, size_t rows, const qblock* b, size_t nb,
+                                          int8_t* out, size_t ostride, int transposed, const qvanilla_conv* p,
+                                          int tflite) {
+  const int32_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp, zp = p->output_zp;
+  for (size_t j = 0; j < nb; ++j) {
+    const qchan q = b->qc[j];
+    const uint32_t* a = acc + lane(j, transposed);
+    int8_t* o = out + j;
+    if (q.right < 32) {
+      for (size_t i = 0; i < rows; ++i) {
+        o[i * ostride] = tflite ? finish_tflite(a[i * stride], &q, lo, hi, zp) : finish(a[i * stride], &q, lo, hi, zp);
+      }
+      continue;
+    }
+    const int32_t multiplier = (int32_t)q.multiplier; /* an int32 of the table */
+    const int n = q.right - 32;
+    for (size_t i = 0; i < rows; ++i) {
+      const int64_t ab = (int64_t)kit_wrapped((a[i * stride] + q.bias) << q.left) * multiplier;
+      const int64_t x = ab + q.round - (tflite && ab < -((int64_t)1 << 30) ? q.fix : 0);
+      int32_t r = floor_shift32((int32_t)kit_floor_shift(x, 32), n);
+      r = r < lo ? lo : r;
+      r = r > hi ? hi : r;
+      o[i * ostride] = (int8_t)(r + zp);
+    }
+  }
+}
+#endif
+
+/* The output stage of `rows` <= TILE rows of accumulators of n channels, row i at acc + i * stride
+ * (in blocks of QL: channel j in blocks[j / QL], at j / QL * QL + lane(j % QL)), into
+ * out + i * ostride; o: scratch of rows * QL words. */
+void qvanilla_requant_rows(const uint32_t* acc, size_t stride, size_t rows, const qblock* blocks, size_t n,
+                           int8_t* out, size_t ostride, int transposed, const qvanilla_conv* p, uint32_t* o) {
+  const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+  for (size_t j0 = 0; j0 < n; j0 += QL, ++blocks) {
+    const size_t nb = n - j0 < QL ? n - j0 : QL;
+#ifdef QVANILLA_MCU
+    if (p->rounding == QVANILLA_ROUNDING_TFLITE) {
+      requant_columns(acc + j0, stride, rows, blocks, nb, out + j0, ostride, transposed, p, 1);
+    } else {
+      requant_columns(acc + j0, stride, rows, blocks, nb, out + j0, ostride, transposed, p, 0);
+    }
+    continue;
+#endif
+    if (blocks->right == 0 && p->rounding == QVANILLA_ROUNDING_TFLITE) {
+      for (size_t i = 0; i < rows; ++i) {
+        for (size_t j = 0; j < nb; ++j) {
+          out[i * ostride + j0 + j] = finish_tflite(acc[i * stride + j0 + lane(j, transposed)], &blocks->qc[j], lo,
+                                                    hi, p->output_zp);
+        }
+      }
+      continue;
+    }
+    if (blocks->right == 0) {
+      for (size_t i = 0; i < rows; ++i) {
+        for (size_t j = 0; j < nb; ++j) {
+          out[i * ostride + j0 + j] = finish(acc[i * stride + j0 + lane(j, transposed)], &blocks->qc[j], lo, hi,
+                                             p->output_zp);
+        }
+      }
+      continue;
+    }
+    if (p->rounding == QVANILLA_ROUNDING_TFLITE) requant_lanes_tflite(acc + j0, stride, rows, blocks, o);
+    else requant_lanes(acc + j0, stride, rows, blocks, o);
+    for (size_t i = 0; i < rows; ++i) {
+      if (nb == QL) {
+        pack_row(o + i * QL, out + i * ostride + j0, transposed);
+      } else {
+        int8_t part[QL];
+        pack_row(o + i * QL, part, transposed);
+        for (size_t j = 0; j < nb; ++j) out[i * ostride + j0 + j] = part[j];
+      }
+    }
+  }
+}
+
