@@ -34,11 +34,12 @@ import numpy as np  # noqa: E402
 
 from tvm_extension.api.resources import data_folder  # noqa: E402
 from uma_qvanilla.packing import pack_conv, pack_depthwise  # noqa: E402
+from uma_vanilla.buffer_size import buffer_size as vanilla_buffer_size  # noqa: E402
 
 VANILLA_DIR, QVANILLA_DIR = data_folder("uma_vanilla", "c"), data_folder("uma_qvanilla", "c")
 KIT_C = data_folder("tvm_extension.kit", "c")
 
-VANILLA = [VANILLA_DIR / "vanilla_accelerator.c", KIT_C / "kit_conv_f32.c"]
+VANILLA = [*sorted(VANILLA_DIR.glob("*.c")), KIT_C / "kit_conv_f32.c"]
 QVANILLA = [QVANILLA_DIR / "qvanilla.c"]
 # (oc, ic, h, w, kh, kw, stride, depthwise): the layer shapes of the example and real networks
 # ("same" padding; MTCNN's "valid" ones compute like their output-sized "same" twins)
@@ -146,10 +147,15 @@ def vanilla_rows(lib, rounds):
         oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride  # "same": pads (k-1)/2, rest at the end
         results = {layout: np.empty(oc * oh * ow, np.float32) for layout in ("nchw", "nhwc")}
         macs = oc * (1 if depthwise else ic) * oh * ow * kh * kw
-        sizes = ((oc, w, h) if depthwise else (oc, w, h, ic)) + (kh, kw, ow, oh, stride, stride, (kw - 1) // 2, (kh - 1) // 2)
+        sizes = ((oc, h, w, oh, ow) if depthwise else (ic, h, w, oc, oh, ow)) + (kh, kw, stride, stride, (kh - 1) // 2,
+                                                                                 (kw - 1) // 2)
+        g = dict(ic=oc if depthwise else ic, ih=h, iw=w, oc=oc, oh=oh, ow=ow, kh=kh, kw=kw, stride_h=stride,
+                 stride_w=stride, pad_top=(kh - 1) // 2, pad_left=(kw - 1) // 2)
+        size = max(vanilla_buffer_size(depthwise, layout, g) for layout in ("nchw", "nhwc"))
+        scratch = ctypes.create_string_buffer(size)  # the entries' scratch (vanilla_accelerator.h)
         entry = "vanilla_depthwise_conv2d{}" if depthwise else "vanilla_conv2d{}_general"
-        variants = {layout: (getattr(lib, entry.format(layout)), (f(ifmap), f(weights), None, None, None,
-                                                                  f(results[layout]), *sizes, *unbounded))
+        variants = {layout: (getattr(lib, entry.format(layout)), (scratch, size, f(ifmap), f(weights), None, None,
+                                                                  None, f(results[layout]), *sizes, *unbounded))
                     for layout in ("nchw", "nhwc")}
         seconds = interleaved(variants, rounds)
         kind = f"{kh}x{kw}" + (f" stride {stride}" if stride > 1 else "") + (" depthwise" if depthwise else "")
@@ -223,7 +229,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         peak_source = Path(work) / "peak.c"
         peak_source.write_text(PEAK_C)
-        peak = Peak(build(work, "peak", peak_source, cflags)[0])
+        peak = Peak(build(work, "peak", [peak_source], cflags)[0])
         if args.only != "qvanilla":
             lib, library = build(work, "vanilla", VANILLA, cflags)
             print(f"Vanilla (float32), gcc {args.cflags}: library text {text_bytes(library)} bytes")

@@ -257,3 +257,22 @@ def _avx512() -> bool:
     import subprocess
     flags = subprocess.run(["gcc", "-march=native", "-dM", "-E", "-"], input="", capture_output=True, text=True).stdout
     return "__AVX512F__" in flags
+
+
+def test_readme_c_example_compiles_and_prints_its_comment(tmp_path):
+    """The C example of the README's C API section, built as its gcc line says, prints the
+    numbers its comment gives."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from vanilla_c import KERNEL_DIR, KIT_DIR, SOURCES
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = re.search(r"\n((?:    #include <float\.h>\n)(?:    .*\n|\n)*?    }\n)", readme).group(1)
+    source = tmp_path / "main.c"
+    source.write_text("\n".join(line[4:] for line in block.splitlines()) + "\n")
+    program = tmp_path / "main"
+    subprocess.run(["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{KERNEL_DIR}", f"-I{KIT_DIR}",
+                    str(source), *map(str, SOURCES), "-lm", "-o", str(program)], check=True)
+    printed = subprocess.run([str(program)], capture_output=True, text=True, check=True).stdout
+    assert printed.split() == re.search(r"/\* ([\d. ]+) \*/", block).group(1).split()

@@ -29,6 +29,10 @@
  * SIMD registers; everything else is short loops of fixed length.  No intrinsics; any C99
  * compiler builds it (other compilers ignore the GNU pragmas and attributes).
  *
+ * The engines' working memory (input panels, transposed weights, offsets, a tile) is the caller's
+ * scratch, laid out by carve(): no function keeps a large array on its stack (a microcontroller's
+ * stack stays small; kit_conv_f32_get_buffer_size says how much).
+ *
  * The entries validate their arguments first (one status code per kind of problem, see the
  * header); past that, no index arithmetic can overflow and no pointer is formed outside a tensor
  * (rows outside the image are zero-filled without a source pointer). */
