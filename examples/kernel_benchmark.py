@@ -40,7 +40,39 @@ VANILLA_DIR, QVANILLA_DIR = data_folder("uma_vanilla", "c"), data_folder("uma_qv
 KIT_C = data_folder("tvm_extension.kit", "c")
 
 VANILLA = [*sorted(VANILLA_DIR.glob("*.c")), KIT_C / "kit_conv_f32.c"]
-QVANILLA = [QVANILLA_DIR / "qvanilla.c"]
+QVANILLA = sorted(QVANILLA_DIR.glob("*.c"))  # its C API (qvanilla.h): structs, scratch from the caller
+
+
+def _struct(name, fields):
+    """A ctypes mirror of one of qvanilla.h's structs (fields: (name, ctypes type))."""
+    return type(name, (ctypes.Structure,), {"_fields_": fields})
+
+
+QHW = _struct("qvanilla_hw", [("h", ctypes.c_int32), ("w", ctypes.c_int32)])
+QDIMS = _struct("qvanilla_dims", [(n, ctypes.c_int32) for n in "nhwc"])
+QPARAMS = _struct("qvanilla_conv_params", [("stride", QHW), ("padding", QHW)] +
+                  [(n, ctypes.c_int32) for n in ("input_zp", "weight_zp", "output_zp", "act_min", "act_max", "rounding")])
+QQUANT = _struct("qvanilla_per_channel_quant_params", [("multiplier", ctypes.c_void_p), ("shift", ctypes.c_void_p)])
+QCONTEXT = _struct("qvanilla_context", [("buf", ctypes.c_void_p), ("size", ctypes.c_int32)])
+
+
+def qvanilla_call(lib, entry, x, weights, table, out, oc, kh, kw, window, zps, clamp, rounding):
+    """(function, arguments) calling QVanilla's struct entry ``entry`` with its scratch: x [h][w][ic],
+    table [bias, multiplier, shift] rows of oc, window (kh, kw, stride_h, stride_w, pad_top, pad_left)."""
+    (h, w, ic), (oh, ow) = x.shape, out.shape[:2]
+    depthwise = "depthwise" in entry
+    dims = [QDIMS(1, h, w, ic), QDIMS(1 if depthwise else oc, kh, kw, ic), QDIMS(1, oh, ow, oc)]
+    params = QPARAMS(QHW(*window[2:4]), QHW(*window[4:6]), *zps, *clamp, rounding)
+    quant = QQUANT(pointer(table[1]), pointer(table[2]))
+    size = getattr(lib, f"{entry}_get_buffer_size")(ctypes.byref(dims[0]), ctypes.byref(dims[1]))
+    scratch = np.zeros(max(size, 1) // 8 + 1, np.int64)  # 8-byte aligned
+    context = QCONTEXT(pointer(scratch), size)
+    arguments = (ctypes.byref(context), ctypes.byref(params), ctypes.byref(quant), ctypes.byref(dims[0]), pointer(x),
+                 ctypes.byref(dims[1]), pointer(weights), pointer(table[0]), ctypes.byref(dims[2]), pointer(out))
+    function = getattr(lib, entry)
+    return (lambda *a, _scratch=scratch: function(*a)), arguments  # (the context holds a bare address)
+
+
 # (oc, ic, h, w, kh, kw, stride, depthwise): the layer shapes of the example and real networks
 # ("same" padding; MTCNN's "valid" ones compute like their output-sized "same" twins)
 SHAPES = [(32, 32, 48, 48, 3, 3, 1, False), (64, 64, 24, 24, 3, 3, 1, False), (128, 128, 12, 12, 3, 3, 1, False),
@@ -191,17 +223,11 @@ def qvanilla_rows(lib, peak, rounds, roundings):
         variants, outputs = {}, {}
         for r in roundings:
             out = outputs[r] = [np.empty((oh, ow, oc), np.int8) for _ in range(2)]
-            if depthwise:
-                fast = (lib.qvanilla_depthwise_conv2d_nhwc_packed_s8, (pointer(x), pointer(packed), pointer(folded),
-                        pointer(out[0]), h, w, ic, oh, ow, *window, input_zp, output_zp, *clamp, ROUNDINGS[r]))
-                plain = (lib.qvanilla_depthwise_conv2d_nhwc_s8, (pointer(x), pointer(weights), pointer(table),
-                         pointer(out[1]), h, w, ic, oh, ow, *window, input_zp, weight_zp, output_zp, *clamp,
-                         ROUNDINGS[r]))
-            else:
-                fast = (lib.qvanilla_conv2d_nhwc_packed_s8, (pointer(x), pointer(packed), pointer(folded),
-                        pointer(out[0]), h, w, ic, oh, ow, oc, *window, input_zp, output_zp, *clamp, ROUNDINGS[r]))
-                plain = (lib.qvanilla_conv2d_nhwc_s8, (pointer(x), pointer(weights), pointer(table), pointer(out[1]),
-                         h, w, ic, oh, ow, oc, *window, input_zp, weight_zp, output_zp, *clamp, ROUNDINGS[r]))
+            kind = "depthwise_conv2d" if depthwise else "conv2d"
+            fast = qvanilla_call(lib, f"qvanilla_{kind}_packed_s8", x, packed, folded, out[0], oc, kh, kw, window,
+                                 (input_zp, 0, output_zp), clamp, ROUNDINGS[r])
+            plain = qvanilla_call(lib, f"qvanilla_{kind}_s8", x, weights, table, out[1], oc, kh, kw, window,
+                                  (input_zp, weight_zp, output_zp), clamp, ROUNDINGS[r])
             variants[("packed", r)], variants[("plain", r)] = fast, plain
         seconds = interleaved({**variants, "peak": peak.call}, rounds)
         for (entry, r), (function, arguments) in variants.items():
