@@ -21,8 +21,7 @@ from .point import reference, run_point
 
 
 def run_sweep(plan: dict, out: Path, cache_folder: Optional[Path] = None, address: Optional[str] = None,
-              workers: Optional[int] = None, use_ray: bool = True, keep_work: bool = False,
-              progress_stream=None) -> List[dict]:
+              workers: Optional[int] = None, use_ray: bool = True, keep_work: bool = False) -> List[dict]:
     """Run (or read from the cache) every point of ``plan``; write the table, figures and report
     into ``out``; return the records in the plan's order.  GridError before anything runs."""
     started = time.time()
@@ -32,8 +31,8 @@ def run_sweep(plan: dict, out: Path, cache_folder: Optional[Path] = None, addres
     records = [r and _identify(p, cache, r, cached=True) for p, r in zip(points, records)]
     pending = [i for i, r in enumerate(records) if r is None]
     engine = engines.start(address, workers, use_ray) if pending else None
-    progress = engines.Progress(len(points), len(points) - len(pending), sum(bool(r and r.get("error")) for r in records), **(
-        {"stream": progress_stream} if progress_stream else {}))
+    progress = engines.Progress(len(points), cached=len(points) - len(pending),
+                                failed=sum(bool(r and r.get("error")) for r in records))
     progress.show()
     try:
         if pending:
@@ -43,7 +42,7 @@ def run_sweep(plan: dict, out: Path, cache_folder: Optional[Path] = None, addres
         if engine:
             engine.close()
     out.mkdir(parents=True, exist_ok=True)
-    written = table.write(records, out)
+    table.write(records, out)
     figures = plots.draw_all(records, out / "figures")
     run = {"engine": engine.name if engine else "none (all cached)", "nodes": engine.nodes if engine else 0,
            "wall_seconds": time.time() - started, "versions": cache.version}
