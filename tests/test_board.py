@@ -140,8 +140,9 @@ def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
     # measured by painting: within the 256 KiB stack (gcc's -fstack-usage frames count whole local
     # arrays, painting only the words a call touched)
     assert 64 < memory.stack < 256 * 1024
-    # (Vanilla's and QVanilla's kernels take their scratch from the caller: no large frame left)
-    assert (memory.largest_frame > 1024) == (backend not in ("plain", "vanilla", "qvanilla"))
+    # No kernel library keeps a large array on its stack: Vanilla's and QVanilla's kernels take their
+    # scratch from the caller, and so does the kit's float engine that Strawberry and Chocolate call
+    assert memory.largest_frame <= 1024
     assert firmware.instructions > 10_000
 
 
