@@ -165,10 +165,11 @@ USER_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("args, message", [USER_ERRORS[0], USER_ERRORS[-1]])
-def test_user_errors_in_one_line_before_anything_runs(tmp_path, args, message):
+@pytest.mark.parametrize("command, args, message", [(["tvm_extension.sweep"], *USER_ERRORS[0]),
+                                                    (["tvm_extension", "sweep"], *USER_ERRORS[-1])])
+def test_user_errors_in_one_line_before_anything_runs(tmp_path, command, args, message):
     (tmp_path / "plan.toml").write_text("[backends.strawberry\n")
-    done = subprocess.run([sys.executable, "-m", "tvm_extension.sweep", *args, "-o", tmp_path / "out",
+    done = subprocess.run([sys.executable, "-m", *command, *args, "-o", tmp_path / "out",
                            "--cache", tmp_path / "cache"], capture_output=True, text=True, cwd=tmp_path)
     assert message in assert_one_line_error(done)
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()

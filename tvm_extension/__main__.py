@@ -3,6 +3,7 @@
     python -m tvm_extension list [--experimental-tvm-extension PATH ...]   # alias: --uma-backends PATH
     python -m tvm_extension new NAME [--directory DIR] [--int8 | --like EXAMPLE]
     python -m tvm_extension examples      # the folder holding the example backends (uma_vanilla, ...)
+    python -m tvm_extension sweep ...     # design-space sweeps: python -m tvm_extension.sweep
     python -m tvm_extension --version     # this project's version and TVM's
 """
 import argparse
@@ -35,6 +36,11 @@ def list_extensions(paths) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sweep"]:  # its own options (python -m tvm_extension.sweep --help)
+        from tvm_extension.sweep.__main__ import main as sweep  # pylint: disable=import-outside-toplevel
+
+        return sweep(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m tvm_extension", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action=VersionAction, help="print this project's version and TVM's, and exit")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -52,6 +58,7 @@ def main(argv=None) -> int:
     new.add_argument("--like", metavar="EXAMPLE", choices=["vanilla", "qvanilla", "strawberry", "chocolate"],
                      help="start from a copy of an example backend (vanilla, qvanilla, strawberry, chocolate), "
                           "renamed: its target, package, classes, C symbols and tests")
+    sub.add_parser("sweep", help="design-space sweeps of target attributes over models (sweep --help)")
     sub.add_parser("examples", help="print the folder holding the example backends (uma_vanilla...), each an extension folder")
     args = parser.parse_args(argv)
     if args.command == "list":
