@@ -66,7 +66,7 @@ def _check_point(archive, target, expected):
         assert kernel_calls(archive) == expected, archive
     else:
         c = "".join(text.decode() for name, text in _members(archive).items() if name.endswith(".c"))
-        assert f"strawberry_begin({expected}" in c.replace(" ", "").replace("(int32_t)", ""), archive
+        assert f"strawberry_begin_call({expected}" in c.replace(" ", "").replace("(int32_t)", ""), archive
 
 
 def _run_pair(tmp_path, names):

@@ -16,6 +16,7 @@ import re
 import resource
 import struct
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,7 +30,8 @@ SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=
                  "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
 BUILDS = {"plain": ["-O2"], "sanitized": ["-O1", *SANITIZE],
           "interrupt": ["-O2", "-DCHOCOLATE_COMPLETION_INTERRUPT", *SANITIZE]}
-CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{CHOCOLATE}", f"-I{KIT}"]
+REFERENCE = Path(__file__).parent / "reference"  # the plain reference kernel: tests only, not in the MLF
+CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{CHOCOLATE}", f"-I{KIT}", f"-I{REFERENCE}"]
 
 DRIVER = r"""
 #include <stdint.h>
@@ -38,6 +40,7 @@ DRIVER = r"""
 #include <string.h>
 
 #include "chocolate.h"
+#include "chocolate_conv_ref.h"
 
 enum { SLOTS = 32, MAX_INTS = 24, MAX_FLOATS = 4 };
 static unsigned char* slot[SLOTS];
@@ -65,11 +68,12 @@ int main(void) {
     get(f, (size_t)nf * sizeof f[0]);
     switch (op) {
       case 0: status = chocolate_begin(n[0], n[1], n[2], n[3], n[4], n[5]); break;
-      case 1: status = chocolate_configure_s8(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10],
-                                              n[11], n[12], n[13], (int32_t*)host(n[14]), n[15], n[16], n[17]);
+      /* configure through the packing functions compiled code calls (chocolate.h) */
+      case 1: status = chocolate_configure_s8_call(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10],
+                                                   n[11], n[12], n[13], (int32_t*)host(n[14]), n[15], n[16], n[17]);
         break;
-      case 2: status = chocolate_configure_f32(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10],
-                                               n[11], n[12], (float*)host(n[13]), f[0], f[1]);
+      case 2: status = chocolate_configure_f32_call(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9],
+                                                    n[10], n[11], n[12], (float*)host(n[13]), f[0], f[1]);
         break;
       case 3: /* host slot n[0] of n[1] bytes, data follows */
         if (n[0] < 0 || n[0] >= SLOTS || n[1] < 1) return 3;
@@ -109,6 +113,38 @@ int main(void) {
           default: return 3;
         }
         break;
+      case 15: { /* the struct entries: NULL structs (n[0] picks), separate per-channel arrays (n[1..3] slots) */
+        const chocolate_conv_params conv = {n[4], n[5], n[6], {n[7], n[8], n[9]}, {n[10], n[11]}, {n[12], n[13]},
+                                            {n[14], n[15]}, n[16]};
+        const chocolate_quant_params quant = {n[17], n[18], n[19], n[20]};
+        const chocolate_per_channel_quant_params per_channel = {(const int32_t*)host(n[1]), (const int32_t*)host(n[2]),
+                                                                (const int32_t*)host(n[3])};
+        const chocolate_f32_params stage = {NULL, -1.0f, 1.0f};
+        switch (n[0]) {
+          case 0: status = chocolate_configure_s8(&conv, &quant, &per_channel); break;
+          case 1: status = chocolate_configure_s8(&conv, NULL, &per_channel); break;
+          case 2: status = chocolate_configure_f32(NULL, &stage); break;
+          default: return 3;
+        }
+        break;
+      }
+      case 16: case 17: { /* the plain reference (tests/reference): slots, then the geometry, then int8's quant */
+        const int32_t* g = n + (op == 16 ? 6 : 4);
+        const chocolate_conv_params conv = {g[0], g[1], g[2], {g[3], g[4], g[5]}, {g[6], g[7]}, {g[8], g[9]},
+                                            {g[10], g[11]}, g[12]};
+        if (op == 16) {
+          const chocolate_quant_params quant = {g[13], g[14], g[15], g[16]};
+          const chocolate_per_channel_quant_params per_channel = {
+              (const int32_t*)host(n[2]), (const int32_t*)host(n[3]), (const int32_t*)host(n[4])};
+          chocolate_conv_s8_ref(&conv, &quant, &per_channel, (const int8_t*)host(n[0]), (const int8_t*)host(n[1]),
+                                (int8_t*)host(n[5]));
+        } else {
+          const chocolate_f32_params stage = {(const float*)host(n[2]), f[0], f[1]};
+          chocolate_conv_f32_ref(&conv, &stage, (const float*)host(n[0]), (const float*)host(n[1]),
+                                 (float*)host(n[3]));
+        }
+        break;
+      }
       default: return 3;
     }
     put(&status, 4);
@@ -129,7 +165,7 @@ TYPED_ENTRIES = ["chocolate_dma_im2col_s8", "chocolate_dma_weights_s8", "chocola
 
 def header_codes():
     text = (CHOCOLATE / "chocolate.h").read_text()
-    return {name: int(value) for name, value in re.findall(r"#define CHOCOLATE_(E\w+|OK)\s+(\d+)", text)}
+    return {name: int(value) for name, value in re.findall(r"\bCHOCOLATE_(E\w+|OK) = (\d+)", text)}
 
 
 CODES = header_codes()
@@ -142,7 +178,7 @@ def compile_driver(work, kind):
     (work / "driver.c").write_text(DRIVER)
     exe = work / "driver"
     done = subprocess.run(["gcc", *CFLAGS, *BUILDS[kind], "-o", str(exe), str(work / "driver.c"),
-                           str(CHOCOLATE / "chocolate.c")],
+                           str(CHOCOLATE / "chocolate.c"), str(REFERENCE / "chocolate_conv_ref.c")],
                           capture_output=True, text=True)
     assert done.returncode == 0 and done.stderr == "", done.stderr  # no warning either
     return exe
@@ -437,6 +473,58 @@ def test_int8_layer_bit_exact(device, layer_name, tile):
     assert len(np.unique(expected)) > 50 and (expected == act[0]).any() and (expected == act[1]).any()
     np.testing.assert_array_equal(got, expected)
     assert device.counters() == expected_counters(layer, tile, 1)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float32"])
+@pytest.mark.parametrize("layer_name", list(LAYERS))
+@pytest.mark.parametrize("tile", TILES, ids=["x".join(map(str, t)) for t in TILES])
+def test_tiled_layer_equals_the_plain_reference(device, layer_name, tile, dtype):
+    """The device driven tile by tile (begin, configure, DMA, zero, matmul, store) gives the plain
+    C reference's outputs (tests/reference/chocolate_conv_ref.c: straight loops, the bias not
+    folded) bit for bit."""
+    layer = LAYERS[layer_name]
+    rows, channels, depth = layer.gemm
+    g = layer.geometry
+    if dtype == "int8":
+        x, w2d, bias, weight_scales = quantized_case(layer, 11 + TILES.index(tile))
+        input_zp, output_zp, act = -7, 5, (-100, 110)
+        table = channel_params(wrap32(bias.astype(np.int64) - input_zp * w2d.astype(np.int64).sum(axis=0)),
+                               0.05 * weight_scales, 0.1, layer.oc)
+        got = run_layer(device, layer, tile, x, w2d,
+                        lambda: device.configure_s8(g, input_zp, device.host(table), output_zp, act), np.int8)
+        slots = [device.host(x), device.host(w2d), device.host(bias.astype(np.int32)),
+                 device.host(np.ascontiguousarray(table[1])), device.host(np.ascontiguousarray(table[2])),
+                 device.host(np.zeros((rows, channels), np.int8))]
+        assert device._call(16, [*slots, *g, input_zp, output_zp, *act]) == 0
+        assert len(np.unique(got)) > 50
+    else:
+        rng = np.random.default_rng(21 + TILES.index(tile))
+        x = rng.standard_normal((layer.ih, layer.iw, layer.ic)).astype(np.float32)
+        w2d = rng.standard_normal((depth, channels)).astype(np.float32)
+        bias = rng.standard_normal(channels).astype(np.float32)
+        got = run_layer(device, layer, tile, x, w2d,
+                        lambda: device.configure_f32(g, device.host(bias), -2.5, 3.0), np.float32)
+        slots = [device.host(x), device.host(w2d), device.host(bias), device.host(np.zeros((rows, channels), np.float32))]
+        assert device._call(17, [*slots, *g], [-2.5, 3.0]) == 0
+    np.testing.assert_array_equal(got, device.read(slots[-1], dtype).reshape(rows, channels))
+
+
+def test_struct_entry_with_separate_per_channel_arrays(device):
+    """chocolate_configure_s8 itself (the API a hardware team implements): bias, multiplier and
+    shift as three separate arrays (CMSIS-NN's per-channel struct) give the packing function's
+    [3][channels] table's outputs bit for bit; NULL structs are EINVAL."""
+    layer, tile = LAYERS[list(LAYERS)[0]], TILES[0]
+    x, w2d, bias, weight_scales = quantized_case(layer, 0)
+    table = channel_params(bias, 0.05 * weight_scales, 0.1, layer.oc)
+    packed = run_layer(device, layer, tile, x, w2d, lambda: device.configure_s8(layer.geometry, -7, device.host(table),
+                                                                               5, (-100, 110)), np.int8)
+    rows = [device.host(np.ascontiguousarray(row)) for row in table]
+    g = layer.geometry  # rows, channels, depth, ih, iw, ic, kh, kw, stride (h, w), pad (top, left), ow
+    structs = lambda which, arrays=rows: device._call(15, [which, *arrays, *g, -7, 5, -100, 110])
+    np.testing.assert_array_equal(run_layer(device, layer, tile, x, w2d, lambda: structs(0), np.int8), packed)
+    fails(device, structs(0, [rows[0], -1, rows[2]]), "EINVAL", "chocolate_configure_s8: bias, multiplier or shift")
+    fails(device, structs(1), "EINVAL", "chocolate_configure_s8: conv, quant or per_channel is NULL")
+    fails(device, structs(2), "EINVAL", "chocolate_configure_f32: conv or stage is NULL")
 
 
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no-bias"])
@@ -792,8 +880,8 @@ def test_bad_layer(device, dtype, changes, fragment):
 
 def test_a_refused_configure_keeps_the_layer(device):
     small_layer(device)
-    fails(device, device.configure_s8(SMALL.geometry, 0, -1), "EINVAL", "chocolate_configure_s8: channel_table is "
-          "NULL")
+    fails(device, device.configure_s8(SMALL.geometry, 0, -1), "EINVAL", "chocolate_configure_s8: bias, multiplier "
+          "or shift is NULL")
     fails(device, device.configure_f32([0] * 13), "ELAYER")
     assert device.counters()["configure_calls"] == 1
     assert device.configure_f32(SMALL.geometry, -1) == 0  # no bias is fine

@@ -56,10 +56,11 @@ def test_plan_moves_the_fewest_bytes_that_fit(spad):
 @pytest.mark.parametrize("spad, loads", [
     (96, [r"for m_0, n_0 in T.grid\(7, 2\):(\s+.*){4}\s+for k_0 in range\(7\):"]),
     (192, [r"for n_0 in range\(2\):\s+for ax0 in range\(7\):\s+status: T.int32 = T.call_extern\(\"int32\", "
-           r"\"chocolate_dma_weights_s8\"", r"for m_0 in range\(7\):(\s+.*){4}\s+for k_0 in range\(7\):"]),
-    (1024, [r"for r, j in T.grid\(7, 2\):\s+status: T.int32 = T.call_extern\(\"int32\", \"chocolate_dma_weights_s8\"",
+           r"\"chocolate_dma_weights_s8_call\"", r"for m_0 in range\(7\):(\s+.*){4}\s+for k_0 in range\(7\):"]),
+    (1024, [r"for r, j in T.grid\(7, 2\):\s+status: T.int32 = T.call_extern\(\"int32\", "
+            r"\"chocolate_dma_weights_s8_call\"",
             r"for m_0 in range\(7\):\s+for ax0 in range\(7\):\s+status: T.int32 = T.call_extern\(\"int32\", "
-            r"\"chocolate_dma_im2col_s8\""]),
+            r"\"chocolate_dma_im2col_s8_call\""]),
 ])
 def test_tir_has_the_loops_of_its_order(spad, loads):
     script = lowered(plan_layer(LAYER, core(spad)), core(spad))

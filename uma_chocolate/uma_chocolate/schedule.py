@@ -35,6 +35,7 @@ from tvm_extension.kit.tiling import positions_read
 from tvm_extension.kit.calls import status_checked
 
 SUFFIX = {"int8": "_s8", "float32": "_f32"}  # the C entries taking host tensors of that type
+CALL = "_call"  # the generated C calls each entry through its packing function (chocolate.h)
 OPERAND_BYTES = {"int8": 1, "float32": 4}
 READ, WRITE = 1, 2
 
@@ -213,7 +214,7 @@ def register_intrinsics(core: Core, plan: Plan) -> Dict[str, str]:
         with T.block("root"):
             T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
             T.writes(C[0:m, 0:n])
-            T.evaluate(T.call_extern("int32", "chocolate_matmul", _address(plan, "a", A, READ),
+            T.evaluate(T.call_extern("int32", "chocolate_matmul" + CALL, _address(plan, "a", A, READ),
                                      _address(plan, "b", B, READ), _address(plan, "acc", C, READ | WRITE)))
 
     @T.prim_func
@@ -233,7 +234,7 @@ def register_intrinsics(core: Core, plan: Plan) -> Dict[str, str]:
         with T.block("root"):
             T.reads()
             T.writes(C[0:m, 0:n])
-            T.evaluate(T.call_extern("int32", "chocolate_zero", _address(plan, "acc", C, WRITE)))
+            T.evaluate(T.call_extern("int32", "chocolate_zero" + CALL, _address(plan, "acc", C, WRITE)))
 
     sizes = "_".join(str(plan.partitions[p]) for p in ("acc", "a", "b"))  # they place and size the partitions
     names = {"matmul": f"chocolate_matmul_{dtype}_{m}x{n}x{k}_in_{sizes}", "zero": f"chocolate_zero_{acc_type}_{m}x{n}_in_{sizes}"}
@@ -338,7 +339,7 @@ def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan) -
         sizes = (core.tile_m, core.tile_k) if part == "a" else (core.tile_k, core.tile_n)
         origin = [t * size for t, size in zip(tiles, sizes)]
         entry, source = ("chocolate_dma_im2col", "input") if part == "a" else ("chocolate_dma_weights", "weights")
-        entry += SUFFIX[plan.dtype]
+        entry += SUFFIX[plan.dtype] + CALL
         call = _extern(entry, _address(plan, part, match.buffer, WRITE), host[source].data, *origin)
         new = tir.Block(block.iter_vars, block.reads, block.writes, block.name_hint, call, match_buffers=[match])
         return tir.BlockRealize(stmt.iter_values, stmt.predicate, new)
@@ -359,12 +360,12 @@ def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan) -
     geometry = (*layer.gemm, layer.ih, layer.iw, layer.ic, layer.kh, layer.kw, layer.stride_h, layer.stride_w,
                 layer.pad_top, layer.pad_left, layer.ow)
     if layer.dtype == "int8":
-        configure = _extern("chocolate_configure_s8", *geometry, layer.input_zp, host["table"].data, layer.output_zp,
+        configure = _extern("chocolate_configure_s8" + CALL, *geometry, layer.input_zp, host["table"].data, layer.output_zp,
                             layer.act_min, layer.act_max)
     else:  # infinite bounds as FLT_MAX: C99 has no portable literal for infinity in generated code
         lo, hi = (tir.const(max(min(v, 3.4028234e38), -3.4028234e38), "float32") for v in (layer.lo, layer.hi))
-        configure = _extern("chocolate_configure_f32", *geometry, host["table"].data, lo, hi)
-    setup = [_extern("chocolate_begin", *core.begin_args()), configure]
+        configure = _extern("chocolate_configure_f32" + CALL, *geometry, host["table"].data, lo, hi)
+    setup = [_extern("chocolate_begin" + CALL, *core.begin_args()), configure]
     root = body.block
     root = tir.Block(root.iter_vars, root.reads, root.writes, root.name_hint, tir.SeqStmt([*setup, root.body]),
                      root.init, root.alloc_buffers, root.match_buffers, root.annotations)
@@ -394,6 +395,6 @@ def _store(loop: tir.For, core: Core, plan: Plan) -> tir.Stmt:
     out_region = tir.BufferRegion(out, [
         tvm.ir.Range.from_min_extent(origin[0], tir.min(core.tile_m, rows - origin[0])),
         tvm.ir.Range.from_min_extent(origin[1], tir.min(core.tile_n, channels - origin[1]))])
-    call = _extern("chocolate_store" + SUFFIX[plan.dtype], out.data, _address(plan, "acc", match.buffer, READ), *origin)
+    call = _extern("chocolate_store" + SUFFIX[plan.dtype] + CALL, out.data, _address(plan, "acc", match.buffer, READ), *origin)
     return tir.BlockRealize([], tir.const(True, "bool"), tir.Block([], [region], [out_region], "store", call,
                                                                     match_buffers=[match]))

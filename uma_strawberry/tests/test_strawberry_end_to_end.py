@@ -18,7 +18,8 @@ TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 # What the TIR pass logs per offloaded function (tvmc -v).
 PLAN = re.compile(r"(tvmgen_\w+): (.*); DMA (\d+) bytes in (\d+) transfers "
                   r"\(lower bound (\d+) bytes, scratchpad (\d+) bytes in use\)")
-KERNELS = r"strawberry_(?:depthwise_)?conv2d_n(?:chw|hwc)"
+ENTRIES = r"strawberry_(?:depthwise_)?conv2d_n(?:chw|hwc)"  # the engine entries (their names in messages)
+KERNELS = ENTRIES + "_call"  # what the generated C calls: their packing functions
 
 
 class Compiled:
@@ -115,7 +116,7 @@ def test_offloaded_code_moves_data_only_by_dma(cnn_builds):
             calls = re.findall(r"= (\w+)\(", body)
             assert calls and all(c.startswith("strawberry_") for c in calls), calls
             assert len(re.findall(r"if \(status\w* != 0\) \{\s*return status", body)) == len(calls)
-            assert calls[0] == "strawberry_begin" and "strawberry_dma_in" in calls and "strawberry_dma_out" in calls
+            assert calls[0] == "strawberry_begin_call" and "strawberry_dma_in_call" in calls and "strawberry_dma_out_call" in calls
             assert re.search(KERNELS, body)
         looped = any("for (" in t for t in sources.values())
         assert looped == (spad != SIZES[0]), f"{spad}: tiles run as loops exactly when a layer is split"
@@ -129,11 +130,11 @@ def test_a_deleted_transfer_fails_loudly(cnn_builds, tmp_path, which, what):
     deleted = []
 
     def delete_one(name, text):
-        if "// offloaded to strawberry" not in text or "strawberry_dma_in(" not in text or deleted:
+        if "// offloaded to strawberry" not in text or "strawberry_dma_in_call(" not in text or deleted:
             return text
-        if not re.search(r"= strawberry_conv2d_nchw\((?:[^,]+, ){2}(?!-1)", text):  # the conv with a bias
+        if not re.search(r"= strawberry_conv2d_nchw_call\((?:[^,]+, ){2}(?!-1)", text):  # the conv with a bias
             return text
-        transfers = list(re.finditer(r"(?<== )strawberry_dma_in\([^;]*\)", text))  # calls, not declarations
+        transfers = list(re.finditer(r"(?<== )strawberry_dma_in_call\([^;]*\)", text))  # calls, not declarations
         victim = transfers[which]
         deleted.append(victim.group(0))
         return text[:victim.start()] + "0" + text[victim.end():]
@@ -143,7 +144,7 @@ def test_a_deleted_transfer_fails_loudly(cnn_builds, tmp_path, which, what):
     program = build(broken, tmp_path / "build")
     done = run_program(program, random_inputs(example_model("cnn"), seed=3), tmp_path)
     assert done.returncode != 0
-    assert re.search(rf"strawberry: {KERNELS}: reads {what} bytes \[\d+, \d+\) of the scratchpad that nothing has "
+    assert re.search(rf"strawberry: {ENTRIES}: reads {what} bytes \[\d+, \d+\) of the scratchpad that nothing has "
                      r"written since the layer began \(a missing transfer\?\) \(STRAWBERRY_EUNWRITTEN\)", done.stderr), \
         done.stderr
     # The generated status check returned STRAWBERRY_EUNWRITTEN; TVM's AOT main reports any failure as -1.
@@ -175,7 +176,7 @@ def test_partitions_and_rates_from_the_command_line(tmp_path, monkeypatch):
     np.testing.assert_allclose(got, onnx_reference(example_model("conv2d"), inputs)[0], **TOLERANCE)
     assert (counters["dma_bytes_per_cycle"], counters["dma_setup_cycles"], counters["macs_per_cycle"]) == (16, 5, 128)
     assert counters["compute_cycles"] == -(-counters["macs"] // 128)
-    assert "strawberry_begin(32768, 16, 5, 128)" in "".join(offloaded_sources(compiled.path).values())
+    assert "strawberry_begin_call(32768, 16, 5, 128)" in "".join(offloaded_sources(compiled.path).values())
 
 
 @pytest.mark.parametrize("args,fragment", [
@@ -235,7 +236,7 @@ def test_output_stage_depthwise_and_residual_in_nchw(tmp_path, monkeypatch, spad
     for op in ("nn.prelu x1", "clip x1", "add x1", "nn.relu x1"):
         assert op in compiled.stdout, compiled.stdout
     calls = "".join(offloaded_sources(compiled.path).values())
-    assert "= strawberry_depthwise_conv2d_nchw(" in calls and "= strawberry_conv2d_nchw(" in calls
+    assert "= strawberry_depthwise_conv2d_nchw_call(" in calls and "= strawberry_conv2d_nchw_call(" in calls
     inputs = random_inputs(model, seed=2)
     (got,), counters = run_with_counters(compiled.path, tmp_path, inputs, monkeypatch)
     np.testing.assert_allclose(got, onnx_reference(model, inputs)[0], **TOLERANCE)

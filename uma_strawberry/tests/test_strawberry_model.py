@@ -43,6 +43,20 @@ static void get(void* p, size_t n) {
 static void put(const void* p, size_t n) { if (n != 0) fwrite(p, 1, n, stdout); }
 static int32_t get_i32(void) { int32_t v; get(&v, sizeof v); return v; }
 static float* host(int32_t s) { return s >= 0 && s < SLOTS ? slot[s] : NULL; }
+static strawberry_tile tile_of(const int32_t* n) { /* extents, strides, starts, sizes */
+  const strawberry_tile t = {{n[0], n[1], n[2]}, {n[3], n[4], n[5]}, {n[6], n[7], n[8]}, {n[9], n[10], n[11]}};
+  return t;
+}
+/* n: addresses (ifmap, weights, bias, residual, slope, ofmap), then oc, iw, ih, ic, kh, kw, ow, oh,
+ * stride w, h (depthwise: channels, iw, ih, kh, ...: ic = oc). */
+static strawberry_status conv(strawberry_status (*entry)(const strawberry_conv_addrs*, const strawberry_conv_params*),
+                              const int32_t* n, int depthwise, const float* f) {
+  const int32_t* s = n + 6;
+  const int32_t ic = depthwise ? s[0] : s[3], *w = depthwise ? s + 3 : s + 4; /* w: kh, kw, ow, oh, sw, sh */
+  const strawberry_conv_addrs addrs = {n[0], n[1], n[2], n[3], n[4], n[5]};
+  const strawberry_conv_params params = {{s[2], s[1], ic}, {w[3], w[2], s[0]}, {w[0], w[1]}, {w[5], w[4]}, f[0], f[1]};
+  return entry(&addrs, &params);
+}
 
 /* Request: op, nints, ints, nfloats, floats [, data].  Reply: status [, data], flushed. */
 int main(void) {
@@ -69,24 +83,14 @@ int main(void) {
         put(&status, 4);
         break;
       }
-      case 3: status = strawberry_dma_in(n[0], host(n[1]), n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10],
-                                         n[11], n[12], n[13]);
+      case 3: { const strawberry_tile tile = tile_of(n + 2); status = strawberry_dma_in(n[0], host(n[1]), &tile); }
         put(&status, 4); break;
-      case 4: status = strawberry_dma_out(host(n[0]), n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10],
-                                          n[11], n[12], n[13]);
+      case 4: { const strawberry_tile tile = tile_of(n + 2); status = strawberry_dma_out(host(n[0]), n[1], &tile); }
         put(&status, 4); break;
-      case 5: status = strawberry_conv2d_nchw(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10],
-                                              n[11], n[12], n[13], n[14], n[15], f[0], f[1]);
-        put(&status, 4); break;
-      case 6: status = strawberry_conv2d_nhwc(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10],
-                                              n[11], n[12], n[13], n[14], n[15], f[0], f[1]);
-        put(&status, 4); break;
-      case 7: status = strawberry_depthwise_conv2d_nchw(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9],
-                                                        n[10], n[11], n[12], n[13], n[14], f[0], f[1]);
-        put(&status, 4); break;
-      case 8: status = strawberry_depthwise_conv2d_nhwc(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9],
-                                                        n[10], n[11], n[12], n[13], n[14], f[0], f[1]);
-        put(&status, 4); break;
+      case 5: status = conv(strawberry_conv2d_nchw, n, 0, f); put(&status, 4); break;
+      case 6: status = conv(strawberry_conv2d_nhwc, n, 0, f); put(&status, 4); break;
+      case 7: status = conv(strawberry_depthwise_conv2d_nchw, n, 1, f); put(&status, 4); break;
+      case 8: status = conv(strawberry_depthwise_conv2d_nhwc, n, 1, f); put(&status, 4); break;
       case 9: { /* read host slot n[0] */
         if (n[0] < 0 || n[0] >= SLOTS || slot[n[0]] == NULL) return 3;
         put(&status, 4); put(&slot_count[n[0]], 8); put(slot[n[0]], (size_t)slot_count[n[0]] * sizeof(float));
@@ -107,6 +111,16 @@ int main(void) {
       case 12: strawberry_shutdown(); put(&status, 4); break;
       case 13: status = strawberry_spad_bytes(); put(&status, 4); break;
       case 14: strawberry_report(); put(&status, 4); break;
+      case 15: { /* the packing function of a depthwise conv: the struct's (h, w) order, ic and oc apart */
+        status = strawberry_depthwise_conv2d_nchw_call(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9],
+                                                       n[10], n[11], n[12], n[13], n[14], n[15], f[0], f[1]);
+        put(&status, 4); break;
+      }
+      case 16: { /* NULL structs */
+        const strawberry_conv_addrs addrs = {0, 0, 0, 0, 0, 0};
+        status = n[0] ? strawberry_conv2d_nchw(&addrs, NULL) : strawberry_dma_in(0, slot[0], NULL);
+        put(&status, 4); break;
+      }
       default: return 3;
     }
     fflush(stdout);
@@ -119,7 +133,7 @@ int main(void) {
 
 def header_codes():
     text = (STRAWBERRY / "strawberry.h").read_text()
-    return {name: int(value) for name, value in re.findall(r"#define STRAWBERRY_(E\w+|OK)\s+(\d+)", text)}
+    return {name: int(value) for name, value in re.findall(r"\bSTRAWBERRY_(E\w+|OK) = (\d+)", text)}
 
 
 CODES = header_codes()
@@ -548,6 +562,21 @@ def test_conv_engine_refusal(device):
     etaps = c_limits(KIT / "kit_conv_f32.h", "KIT_CONV_F32_")["ETAPS"]
     fails(device, device.conv("nchw", True, [0, 400, -1, -1, -1, 800], [1, 9, 9, 9, 9, 1, 1, 1, 1]), "EENGINE",
           "strawberry_depthwise_conv2d_nchw", f"kit status {etaps}")
+
+
+def test_depthwise_channels_and_null_structs(device):
+    """The struct entries: a depthwise conv's input and output channels must agree (ESIZE); NULL
+    structs are EINVAL; the packing function passes its (h, w)-ordered integers through."""
+    addrs, _ = conv_setup(device)
+    #                 ih iw ic oh ow oc kh kw sh sw   (ifmap [2][4][4] written, weights [2][3][3] at 128)
+    fails(device, device._call(15, [*addrs, 4, 4, 2, 2, 2, 3, 3, 3, 1, 1], [-1.0, 1.0]), "ESIZE",
+          "strawberry_depthwise_conv2d_nchw", "a depthwise conv with 2 input and 3 output channels")
+    assert device._call(15, [*addrs, 4, 4, 2, 2, 2, 2, 3, 3, 1, 1], [-1.0, 1.0]) == 0
+    out = device.host(np.zeros(8))
+    assert device.dma_out(out, 512, (1, 1, 8), (0, 0, 1), (0, 0, 0), (1, 1, 8)) == 0
+    np.testing.assert_array_equal(device.read(out), np.ones(8))  # 9 + 1 clamped to 1
+    fails(device, device._call(16, [1]), "EINVAL", "strawberry_conv2d_nchw: addrs or params is NULL")
+    fails(device, device._call(16, [0]), "EINVAL", "strawberry_dma_in: tile is NULL")
 
 
 def test_first_listed_code_wins(device):

@@ -162,6 +162,6 @@ def test_tvm_checks_the_partitions():
     big, small = config(scratchpad_bytes=65536), config(scratchpad_bytes=8192)
     plan = plan_layer(layer, big)
     source = _build(layer, plan, big)
-    assert "strawberry_dma_in(" in source and "strawberry_conv2d_nchw(" in source
+    assert "strawberry_dma_in_call(" in source and "strawberry_conv2d_nchw_call(" in source
     with pytest.raises(tvm.TVMError, match="Allocation exceed bound of memory tag global.strawberry_(weights|ifmap|ofmap)"):
         _build(layer, plan, small)

@@ -7,6 +7,14 @@ residual in, and of the output tile out (``program``).  The C side is
 ``c/strawberry.{h,c}``, a host model of the hardware that fails loudly on a
 read of anything no transfer has written.
 """
-from .backend import StrawberryBackend
-
 __all__ = ["StrawberryBackend"]
+
+
+def __getattr__(name):
+    """The backend (Relay) on first use: the C library, ``target``, ``passes`` and ``codegen``
+    import without Relay, so a second engine can reuse them."""
+    if name == "StrawberryBackend":
+        from .backend import StrawberryBackend
+
+        return StrawberryBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

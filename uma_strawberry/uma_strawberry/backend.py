@@ -7,15 +7,14 @@ from tvm_extension.kit.fold import fold_batch_norm_pass, unflatten_prelu_pass
 from tvm_extension.uma import config_of
 
 from .codegen import gen_includes
-from .passes import (
-    StrawberryDMAPass, describe_layer, fold_weights, lift_constants, lower_scratchpad_access, pack_weights,
-    validate_config,
-)
+from .passes import StrawberryDMAPass, lower_scratchpad_access
 from .patterns import (
-    conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, hard_activation_reason, why_not_offloaded,
+    conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, describe_layer, fold_weights,
+    hard_activation_reason, lift_constants, pack_weights, validate_config, why_not_offloaded,
 )
 from .strategies import STRATEGIES
-from .tiling import ATTR_RANGES, Config
+from .target import ATTR_RANGES, ATTRIBUTES, NAME
+from .tiling import Config
 
 
 class StrawberryBackend(UMABackend):
@@ -26,14 +25,9 @@ class StrawberryBackend(UMABackend):
     def __init__(self):
         # One engine call sequence per conv: adjacent convs must not merge into one function.
         super().__init__(merge_compiler_regions=False)
-        # The chip: its scratchpad, split into three partitions (input tile, weights with bias and
-        # PReLU slope, output tile with the residual), and the rates of its DMA and engine.
-        self._register_target_attr("scratchpad_bytes", default=262144)
-        self._register_target_attr("ifmap_percent", default=40)
-        self._register_target_attr("weights_percent", default=30)  # the ofmap partition gets the rest
-        self._register_target_attr("dma_bytes_per_cycle", default=8)
-        self._register_target_attr("dma_setup_cycles", default=32)
-        self._register_target_attr("macs_per_cycle", default=64)
+        # The chip (target.py): its scratchpad's size and partitions, the DMA's and engine's rates.
+        for name, default in ATTRIBUTES.items():
+            self._register_target_attr(name, default=default)
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, validate_config(self))
         # As Vanilla: weights as constants, batch norm and TFLite's PReLU folded, explicit pads
         # folded into the conv (the DMA pads on the way in).
@@ -70,4 +64,4 @@ class StrawberryBackend(UMABackend):
 
     @property
     def target_name(self):
-        return "strawberry"
+        return NAME

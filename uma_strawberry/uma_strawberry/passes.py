@@ -1,40 +1,19 @@
-"""Strawberry's passes: the Relay pass describing each offloaded layer, and the TIR pass that
-inserts the DMA transfers around the compute calls."""
+"""Strawberry's TIR pass: inserts the DMA transfers around the compute calls (no Relay: the
+Relay passes that prepare each offloaded layer are in ``patterns.py``)."""
 
-import tvm
 from tvm import tir
 
 from tvm_extension.api import stages
-from tvm_extension.uma import lift_constants_pass
-from tvm_extension.kit.describe import describe_pass
-from tvm_extension.kit.layout import fold_weights_pass, pack_weights_pass
-from tvm_extension.uma import config_of
 
 from . import program
+from .target import NAME as TARGET
 from .tiling import Config, Layer, lower_bound, plan_layer
 
-TARGET = "strawberry"
 ATTR = "StrawberryLayer"  # function attribute: the roles of the parameters, window and output stage
 log = stages.logger.getChild(TARGET)
 
 
-# Which parameter is what (ifmap, weights, bias, residual, PReLU slope), the window and the
-# clamp, read from Relay (the kit's describe_pass), so the TIR pass needs no block names.
-describe_layer = describe_pass(TARGET, ATTR, "StrawberryDescribeLayer")
-
-
-def validate_config(backend):
-    """Before partitioning: the target attributes must describe a chip (one line otherwise)."""
-
-    @tvm.transform.module_pass(opt_level=0, name="StrawberryValidateConfig")
-    def validate(mod, _ctx):
-        Config.from_attrs(config_of(backend).as_dict())
-        return mod
-
-    return validate
-
-
-@tvm.tir.transform.prim_func_pass(opt_level=2)
+@tir.transform.prim_func_pass(opt_level=2)
 class StrawberryDMAPass:
     """Replace an offloaded conv (+ bias, + residual, + activation) by its tiles: per tile, DMA
     transfers of the weights, the input (padded on the way in) and the residual into scratchpad
@@ -78,18 +57,4 @@ def lower_scratchpad_access():
     return tir.transform.LowerDeviceStorageAccessInfo()
 
 
-def pack_weights():
-    """Strawberry's engine reads weights as [oc][ic][kh][kw] whatever the feature maps' layout."""
-    return pack_weights_pass(TARGET, "OIHW", name="StrawberryPackWeights")
-
-
-def fold_weights():
-    return fold_weights_pass(name="StrawberryFoldWeights")
-
-
-def lift_constants():
-    return lift_constants_pass(TARGET)
-
-
-__all__ = ["describe_layer", "validate_config", "StrawberryDMAPass", "lower_scratchpad_access", "pack_weights",
-           "fold_weights", "lift_constants"]
+__all__ = ["ATTR", "StrawberryDMAPass", "lower_scratchpad_access"]

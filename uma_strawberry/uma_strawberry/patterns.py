@@ -1,19 +1,28 @@
-"""Relay patterns offloaded to Strawberry: Vanilla's (both compute on the kit's conv engine), plus one
-condition of its own: the layer must fit the scratchpad at some split (``tiling.plan_layer``).
+"""Strawberry in Relay: the patterns it offloads and the Relay passes around partitioning (the
+one module of the backend that speaks Relay, with backend.py's wiring).
 
-The patterns, the split of a matched expression into conv / bias / residual / activation and
-the reasons a conv engine refuses a match are the kit's (``tvm_extension.kit.conv_patterns``);
-the engine's own limits are read from the kit's C header (kit_conv_f32.h).
+The patterns are Vanilla's (both compute on the kit's conv engine), plus one condition of its
+own: the layer must fit the scratchpad at some split (``tiling.plan_layer``).  The patterns, the
+split of a matched expression into conv / bias / residual / activation and the reasons a conv
+engine refuses a match are the kit's (``tvm_extension.kit.conv_patterns``); the engine's own
+limits are read from the kit's C header (kit_conv_f32.h).
 """
 from typing import Optional
+
+import tvm
 
 from tvm_extension.kit import conv_patterns
 from tvm_extension.kit.conv_patterns import (  # noqa: F401  (the patterns the backend registers)
     conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, is_depthwise, split_composite,
 )
+from tvm_extension.kit.describe import describe_pass
+from tvm_extension.kit.layout import fold_weights_pass, pack_weights_pass
 from tvm_extension.kit.limits import c_limits
+from tvm_extension.uma import config_of, lift_constants_pass
 
 from .codegen import KIT_DIR
+from .passes import ATTR
+from .target import NAME as TARGET
 from .tiling import Config, Layer, Unfit, plan_layer
 
 # The engine's window buffer (Vanilla's max_kernel_size default): 49 taps in any shape.
@@ -58,3 +67,32 @@ def why_not_offloaded(root, config: Config) -> Optional[str]:
     except Unfit as unfit:
         return f"too large for the scratchpad at any split ({unfit}; scratchpad_bytes {config.spad_bytes})"
     return None
+
+
+# Which parameter is what (ifmap, weights, bias, residual, PReLU slope), the window and the
+# clamp, read from Relay (the kit's describe_pass), so the TIR pass needs no block names.
+describe_layer = describe_pass(TARGET, ATTR, "StrawberryDescribeLayer")
+
+
+def validate_config(backend):
+    """Before partitioning: the target attributes must describe a chip (one line otherwise)."""
+
+    @tvm.transform.module_pass(opt_level=0, name="StrawberryValidateConfig")
+    def validate(mod, _ctx):
+        Config.from_attrs(config_of(backend).as_dict())
+        return mod
+
+    return validate
+
+
+def pack_weights():
+    """Strawberry's engine reads weights as [oc][ic][kh][kw] whatever the feature maps' layout."""
+    return pack_weights_pass(TARGET, "OIHW", name="StrawberryPackWeights")
+
+
+def fold_weights():
+    return fold_weights_pass(name="StrawberryFoldWeights")
+
+
+def lift_constants():
+    return lift_constants_pass(TARGET)

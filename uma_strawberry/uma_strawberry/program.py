@@ -12,7 +12,9 @@ scopes of Strawberry's own, one per partition and size (``global.strawberry_ifma
   (LowerDeviceStorageAccessInfo, registered by the backend at phase 3),
 
 so the generated C passes plain integer scratchpad addresses (partition base + 4 * offset) to
-the C API.  Every call's status is checked: a non-zero status stops the inference.
+the C API's packing functions (``strawberry_dma_in_call``...: TIR cannot build the entries'
+structs; strawberry.h fills them).  Every call's status is checked: a non-zero status stops
+the inference.
 """
 from typing import Callable, Dict, Optional
 
@@ -69,12 +71,12 @@ def _extern(name: str, *args) -> tir.Stmt:
 
 def dma_in(scratch: Scratch, host: tir.Var, box) -> tir.Stmt:
     ext, strides, start, n = box
-    return _extern("strawberry_dma_in", scratch.addr(WRITE), host, *ext, *strides, *start, *n)
+    return _extern("strawberry_dma_in_call", scratch.addr(WRITE), host, *ext, *strides, *start, *n)
 
 
 def dma_out(host: tir.Var, scratch: Scratch, box) -> tir.Stmt:
     ext, strides, start, n = box
-    return _extern("strawberry_dma_out", host, scratch.addr(READ), *ext, *strides, *start, *n)
+    return _extern("strawberry_dma_out_call", host, scratch.addr(READ), *ext, *strides, *start, *n)
 
 
 def _seq(*stmts) -> tir.Stmt:
@@ -134,12 +136,11 @@ def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir
         optional = [spad[role].addr(READ) if role in spad else tir.const(NONE, "int32")
                     for role in ("bias", "residual", "slope")]
         rows = (nr - 1) * layer.stride_h + layer.kh
-        shape = [nc, layer.in_cols, rows] + ([] if layer.depthwise else [layer.ic])
-        window = [layer.kh, layer.kw, layer.ow, nr, layer.stride_w, layer.stride_h]
-        kernel = f"strawberry_{'depthwise_' if layer.depthwise else ''}conv2d_{layer.layout}"
+        sizes = [rows, layer.in_cols, nc if layer.depthwise else layer.ic,  # input tile (h, w, c)
+                 nr, layer.ow, nc, layer.kh, layer.kw, layer.stride_h, layer.stride_w]  # output, kernel, stride
+        kernel = f"strawberry_{'depthwise_' if layer.depthwise else ''}conv2d_{layer.layout}_call"
         compute = _extern(kernel, spad["ifmap"].addr(READ), spad["weights"].addr(READ), *optional,
-                          spad["ofmap"].addr(WRITE), *shape, *window,
-                          tir.FloatImm("float32", lo), tir.FloatImm("float32", hi))
+                          spad["ofmap"].addr(WRITE), *sizes, tir.FloatImm("float32", lo), tir.FloatImm("float32", hi))
         return _seq(residual, compute, dma_out(host["ofmap"], spad["ofmap"], out_box))
 
     rows_tiles = lambda body: _tiles("rows", plan.row_tiles, th, layer.oh, body)
@@ -160,7 +161,7 @@ def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir
                     None if resident else load_weights(c0, nc),
                     load_ifmap(c0, nc, y0, nr) if layer.depthwise else None,
                     compute_and_store(c0, nc, y0, nr))))))
-    begin = _extern("strawberry_begin", config.spad_bytes, config.dma_bytes_per_cycle, config.dma_setup_cycles,
+    begin = _extern("strawberry_begin_call", config.spad_bytes, config.dma_bytes_per_cycle, config.dma_setup_cycles,
                     config.macs_per_cycle)
     body = _seq(begin, program)
     for scratch in spad.values():

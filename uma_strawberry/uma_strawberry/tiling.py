@@ -21,20 +21,11 @@ import dataclasses
 import functools
 from typing import Dict, Optional, Tuple
 
-from tvm_extension.kit.limits import INT32_MAX, c_limits
 from tvm_extension.kit.tiling import positions_read
 
-from .codegen import KERNEL_DIR
+from .target import ATTR_RANGES, MAX_SPAD_BYTES, MIN_SPAD_BYTES  # noqa: F401  (the bounds, target.py's)
 
 WORD = 4  # bytes per float32
-MIN_SPAD_BYTES = 64  # smaller scratchpads hold no useful tile
-MAX_SPAD_BYTES = c_limits(KERNEL_DIR / "strawberry.h", "STRAWBERRY_")["MAX_SPAD_BYTES"]  # the model's largest
-
-# The attributes' bounds (the backend's target_attr_ranges, checked when the target is parsed);
-# from_attrs checks what involves two of them.
-ATTR_RANGES = {"scratchpad_bytes": (MIN_SPAD_BYTES, MAX_SPAD_BYTES), "ifmap_percent": (1, 98),
-               "weights_percent": (1, 98), "dma_bytes_per_cycle": (1, INT32_MAX), "dma_setup_cycles": (0, INT32_MAX),
-               "macs_per_cycle": (1, INT32_MAX)}
 
 
 class ConfigError(ValueError):

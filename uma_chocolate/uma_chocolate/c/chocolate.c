@@ -41,14 +41,14 @@ static device dev;
 static char last_error[320];
 static int report_registered;
 
-static const char* code_name(int32_t code) {
+static const char* code_name(chocolate_status code) {
   static const char* const names[] = {"OK",     "ENOTREADY",      "ECONFIG", "ENOMEM", "EINVAL",   "ELAYER",
                                       "ENOTCONFIGURED", "EBOUNDS", "EADDR",  "EOVERLAP", "EUNWRITTEN"};
-  return code >= 0 && code < (int32_t)(sizeof names / sizeof names[0]) ? names[code] : "E?";
+  return (size_t)code < sizeof names / sizeof names[0] ? names[code] : "E?";
 }
 
 /* Records and prints "chocolate: ENTRY: MESSAGE (CHOCOLATE_CODE)"; returns code. */
-static int32_t fail(int32_t code, const char* entry, const char* format, ...) {
+static chocolate_status fail(chocolate_status code, const char* entry, const char* format, ...) {
   char message[224];
   va_list args;
   va_start(args, format);
@@ -60,7 +60,7 @@ static int32_t fail(int32_t code, const char* entry, const char* format, ...) {
 }
 
 /* Returns the status of a failed check from the calling entry. */
-#define CHECK(check) do { const int32_t status_ = (check); if (status_ != CHOCOLATE_OK) return status_; } while (0)
+#define CHECK(check) do { const chocolate_status status_ = (check); if (status_ != CHOCOLATE_OK) return status_; } while (0)
 
 static int64_t mul_sat(int64_t a, int64_t b) { return a == 0 || b == 0 ? 0 : a > SATURATED / b ? SATURATED : a * b; }
 
@@ -125,8 +125,8 @@ static void free_layer(void) {
   dev.configured = 0;
 }
 
-int32_t chocolate_begin(int32_t spad_bytes, int32_t tile_m, int32_t tile_n, int32_t tile_k,
-                        int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles) {
+chocolate_status chocolate_begin(int32_t spad_bytes, int32_t tile_m, int32_t tile_n, int32_t tile_k,
+                                 int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles) {
   if (spad_bytes < 4 || spad_bytes % 4 != 0 || spad_bytes > CHOCOLATE_MAX_SPAD_BYTES)
     return fail(CHOCOLATE_ECONFIG, __func__, "scratchpad size %ld is not a multiple of 4 in [4, %ld]", (long)spad_bytes,
                 (long)CHOCOLATE_MAX_SPAD_BYTES);
@@ -177,9 +177,11 @@ void chocolate_shutdown(void) {
   core_irq_handler = NULL;
 }
 
-static int32_t configure(const char* entry, const layer* c, const void* table) {
-  if (!dev.ready) return fail(CHOCOLATE_ENOTREADY, entry, "the device is not powered up (chocolate_begin first)");
-  if (!c->f32 && table == NULL) return fail(CHOCOLATE_EINVAL, entry, "channel_table is NULL");
+/* tables: int8, bias, multiplier and shift; float, the bias (or NULL).  The caller checked the
+ * structs are not NULL. */
+static chocolate_status configure(const char* entry, const layer* c, const void* const tables[3]) {
+  if (!c->f32 && (tables[0] == NULL || tables[1] == NULL || tables[2] == NULL))
+    return fail(CHOCOLATE_EINVAL, entry, "bias, multiplier or shift is NULL");
   const int32_t sizes[] = {c->rows, c->channels, c->depth, c->ih, c->iw, c->ic, c->kh, c->kw, c->ow};
   static const char* const names[] = {"rows", "channels", "depth", "ih", "iw", "ic", "kh", "kw", "ow"};
   for (int i = 0; i < 9; ++i)
@@ -207,12 +209,13 @@ static int32_t configure(const char* entry, const layer* c, const void* table) {
     return fail(CHOCOLATE_ELAYER, entry, "clamp bounds [%g, %g] (need lo <= hi, neither NaN)", (double)c->lo,
                 (double)c->hi);
 
-  /* The configuration registers: a copy of the per-channel table. */
-  const uint64_t bytes = table == NULL ? 0 : (uint64_t)c->channels * (c->f32 ? 4 : 12);
-  void* copy = bytes > 0 && bytes <= SIZE_MAX ? malloc((size_t)bytes) : NULL;
+  /* The configuration registers: a copy of the per-channel arrays (int8: [3][channels]). */
+  const int arrays = c->f32 ? (tables[0] != NULL) : 3;
+  const uint64_t bytes = (uint64_t)c->channels * 4 * (uint64_t)arrays;
+  unsigned char* copy = bytes > 0 && bytes <= SIZE_MAX ? (unsigned char*)malloc((size_t)bytes) : NULL;
   if (bytes > 0 && copy == NULL)
     return fail(CHOCOLATE_ENOMEM, entry, "cannot allocate %ld channels' configuration registers", (long)c->channels);
-  if (copy != NULL) memcpy(copy, table, (size_t)bytes);
+  for (int i = 0; i < arrays; ++i) memcpy(copy + (size_t)i * 4 * (size_t)c->channels, tables[i], 4 * (size_t)c->channels);
   free_layer();
   dev.conf = *c;
   if (c->f32) dev.conf.bias = (float*)copy;
@@ -224,26 +227,40 @@ static int32_t configure(const char* entry, const layer* c, const void* table) {
   return CHOCOLATE_OK;
 }
 
-int32_t chocolate_configure_s8(int32_t rows, int32_t channels, int32_t depth, int32_t ih, int32_t iw, int32_t ic,
-                               int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
-                               int32_t pad_left, int32_t ow, int32_t input_zp, int32_t* channel_table,
-                               int32_t output_zp, int32_t act_min, int32_t act_max) {
-  const layer c = {0, rows, channels, depth, ih, iw, ic, kh, kw, stride_h, stride_w, pad_top, pad_left, ow,
-                   input_zp, output_zp, act_min, act_max, 0.0f, 0.0f, NULL, NULL};
-  return configure("chocolate_configure_s8", &c, channel_table);
+/* The layer's integers from the conv struct (the output stage's are filled in by the caller). */
+static layer layer_of(int f32, const chocolate_conv_params* p) {
+  const layer c = {f32, p->rows, p->channels, p->depth, p->input.h, p->input.w, p->input.c, p->kernel.h, p->kernel.w,
+                   p->stride.h, p->stride.w, p->padding.h, p->padding.w, p->ow, 0, 0, 0, 0, 0.0f, 0.0f, NULL, NULL};
+  return c;
 }
 
-int32_t chocolate_configure_f32(int32_t rows, int32_t channels, int32_t depth, int32_t ih, int32_t iw, int32_t ic,
-                                int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, int32_t pad_top,
-                                int32_t pad_left, int32_t ow, float* bias, float lo, float hi) {
-  const layer c = {1, rows, channels, depth, ih, iw, ic, kh, kw, stride_h, stride_w, pad_top, pad_left, ow,
-                   0, 0, 0, 0, lo, hi, NULL, NULL};
-  return configure("chocolate_configure_f32", &c, bias);
+chocolate_status chocolate_configure_s8(const chocolate_conv_params* conv, const chocolate_quant_params* quant,
+                                        const chocolate_per_channel_quant_params* per_channel) {
+  if (!dev.ready) return fail(CHOCOLATE_ENOTREADY, __func__, "the device is not powered up (chocolate_begin first)");
+  if (conv == NULL || quant == NULL || per_channel == NULL)
+    return fail(CHOCOLATE_EINVAL, __func__, "conv, quant or per_channel is NULL");
+  layer c = layer_of(0, conv);
+  c.input_zp = quant->input_zp;
+  c.output_zp = quant->output_zp;
+  c.act_min = quant->act_min;
+  c.act_max = quant->act_max;
+  const void* const tables[3] = {per_channel->bias, per_channel->multiplier, per_channel->shift};
+  return configure(__func__, &c, tables);
+}
+
+chocolate_status chocolate_configure_f32(const chocolate_conv_params* conv, const chocolate_f32_params* stage) {
+  if (!dev.ready) return fail(CHOCOLATE_ENOTREADY, __func__, "the device is not powered up (chocolate_begin first)");
+  if (conv == NULL || stage == NULL) return fail(CHOCOLATE_EINVAL, __func__, "conv or stage is NULL");
+  layer c = layer_of(1, conv);
+  c.lo = stage->lo;
+  c.hi = stage->hi;
+  const void* const tables[3] = {stage->bias, NULL, NULL};
+  return configure(__func__, &c, tables);
 }
 
 /* Powered up, the host pointer set (entries with one: host_name), configured, and (entries with
  * a tile origin: matrix) the origin (r0, c0) inside the rows x cols matrix. */
-static int32_t check_call(const char* entry, const char* host_name, const void* host, const char* matrix, int32_t r0,
+static chocolate_status check_call(const char* entry, const char* host_name, const void* host, const char* matrix, int32_t r0,
                           int32_t c0, int32_t rows, int32_t cols) {
   if (!dev.ready) return fail(CHOCOLATE_ENOTREADY, entry, "the device is not powered up (chocolate_begin first)");
   if (host_name != NULL && host == NULL) return fail(CHOCOLATE_EINVAL, entry, "%s pointer is NULL", host_name);
@@ -266,7 +283,7 @@ static region accumulator(int32_t addr) {
   return (region){"accumulator", addr, 4 * (int64_t)dev.tile_m * dev.tile_n, 1};
 }
 
-static int32_t check_inside(const char* entry, region r) {
+static chocolate_status check_inside(const char* entry, region r) {
   if (r.addr < 0 || r.addr + r.bytes > dev.spad_bytes)
     return fail(CHOCOLATE_EADDR, entry, "%s tile [%lld, %lld) is not in the %ld-byte scratchpad", r.what,
                 (long long)r.addr, (long long)(r.addr + r.bytes), (long)dev.spad_bytes);
@@ -275,7 +292,7 @@ static int32_t check_inside(const char* entry, region r) {
   return CHOCOLATE_OK;
 }
 
-static int32_t check_apart(const char* entry, region acc, region r) {
+static chocolate_status check_apart(const char* entry, region acc, region r) {
   if (acc.addr < r.addr + r.bytes && r.addr < acc.addr + acc.bytes)
     return fail(CHOCOLATE_EOVERLAP, entry, "accumulator tile [%lld, %lld) overlaps %s tile [%lld, %lld)",
                 (long long)acc.addr, (long long)(acc.addr + acc.bytes), r.what, (long long)r.addr,
@@ -283,7 +300,7 @@ static int32_t check_apart(const char* entry, region acc, region r) {
   return CHOCOLATE_OK;
 }
 
-static int32_t check_written(const char* entry, region r) {
+static chocolate_status check_written(const char* entry, region r) {
   const int64_t end = r.addr + r.bytes;
   int64_t i = r.addr;
   while (i < end && dev.written[i]) ++i;
@@ -321,7 +338,7 @@ static int64_t weights_index(const layer* c, int64_t k, int64_t n) {
 
 /* The rows x cols tile at (r0, c0) of a host matrix (index() locates its elements) into dst,
  * padded with `pad` (int8) or 0.0f; only host elements actually read count as DMA bytes. */
-static int32_t dma_in(region dst, const void* host, int64_t r0, int64_t c0, int64_t rows, int64_t cols,
+static chocolate_status dma_in(region dst, const void* host, int64_t r0, int64_t c0, int64_t rows, int64_t cols,
                       int64_t (*index)(const layer*, int64_t, int64_t), int32_t pad) {
   const int64_t elem = dev.conf.f32 ? 4 : 1;
   unsigned char* out = dev.mem + dst.addr;
@@ -341,21 +358,21 @@ static int32_t dma_in(region dst, const void* host, int64_t r0, int64_t c0, int6
   return CHOCOLATE_OK;
 }
 
-int32_t chocolate_dma_im2col(int32_t a, const void* input, int32_t m0, int32_t k0) {
+chocolate_status chocolate_dma_im2col(int32_t a, const void* input, int32_t m0, int32_t k0) {
   const region dst = operand("a", a, dev.tile_m, dev.tile_k);
   CHECK(check_call(__func__, "input", input, "im2col", m0, k0, dev.conf.rows, dev.conf.depth));
   CHECK(check_inside(__func__, dst));
   return dma_in(dst, input, m0, k0, dev.tile_m, dev.tile_k, im2col_index, dev.conf.input_zp);
 }
 
-int32_t chocolate_dma_weights(int32_t b, const void* weights, int32_t k0, int32_t n0) {
+chocolate_status chocolate_dma_weights(int32_t b, const void* weights, int32_t k0, int32_t n0) {
   const region dst = operand("b", b, dev.tile_k, dev.tile_n);
   CHECK(check_call(__func__, "weights", weights, "weights", k0, n0, dev.conf.depth, dev.conf.channels));
   CHECK(check_inside(__func__, dst));
   return dma_in(dst, weights, k0, n0, dev.tile_k, dev.tile_n, weights_index, 0);
 }
 
-int32_t chocolate_zero(int32_t acc) {
+chocolate_status chocolate_zero(int32_t acc) {
   const region r = accumulator(acc);
   CHECK(check_call(__func__, NULL, NULL, NULL, 0, 0, 0, 0));
   CHECK(check_inside(__func__, r));
@@ -388,7 +405,7 @@ static void core_run(int32_t a, int32_t b, int32_t acc) {
   if (core_irq_handler != NULL) core_irq_handler();
 }
 
-int32_t chocolate_matmul(int32_t a, int32_t b, int32_t acc) {
+chocolate_status chocolate_matmul(int32_t a, int32_t b, int32_t acc) {
   const region ra = operand("a", a, dev.tile_m, dev.tile_k), rb = operand("b", b, dev.tile_k, dev.tile_n);
   const region rc = accumulator(acc);
   CHECK(check_call(__func__, NULL, NULL, NULL, 0, 0, 0, 0));
@@ -413,7 +430,7 @@ int32_t chocolate_matmul(int32_t a, int32_t b, int32_t acc) {
   return CHOCOLATE_OK;
 }
 
-int32_t chocolate_store(void* output, int32_t acc, int32_t m0, int32_t n0) {
+chocolate_status chocolate_store(void* output, int32_t acc, int32_t m0, int32_t n0) {
   const layer* c = &dev.conf;
   const region src = accumulator(acc);
   CHECK(check_call(__func__, "output", output, "output", m0, n0, c->rows, c->channels));
@@ -446,7 +463,7 @@ int32_t chocolate_store(void* output, int32_t acc, int32_t m0, int32_t n0) {
 }
 
 /* Typed entries: the data type must be the configured layer's. */
-static int32_t check_type(const char* entry, int f32) {
+static chocolate_status check_type(const char* entry, int f32) {
   if (dev.ready && dev.configured && dev.conf.f32 != f32)
     return fail(CHOCOLATE_EINVAL, entry, "the layer is configured for %s", dev.conf.f32 ? "float32" : "int8");
   return CHOCOLATE_OK;
@@ -458,21 +475,21 @@ static int32_t check_type(const char* entry, int f32) {
     return CALL;               \
   } while (0)
 
-int32_t chocolate_dma_im2col_s8(int32_t a, int8_t* input, int32_t m0, int32_t k0) {
+chocolate_status chocolate_dma_im2col_s8(int32_t a, int8_t* input, int32_t m0, int32_t k0) {
   TYPED(__func__, 0, chocolate_dma_im2col(a, input, m0, k0));
 }
-int32_t chocolate_dma_weights_s8(int32_t b, int8_t* weights, int32_t k0, int32_t n0) {
+chocolate_status chocolate_dma_weights_s8(int32_t b, int8_t* weights, int32_t k0, int32_t n0) {
   TYPED(__func__, 0, chocolate_dma_weights(b, weights, k0, n0));
 }
-int32_t chocolate_store_s8(int8_t* output, int32_t acc, int32_t m0, int32_t n0) {
+chocolate_status chocolate_store_s8(int8_t* output, int32_t acc, int32_t m0, int32_t n0) {
   TYPED(__func__, 0, chocolate_store(output, acc, m0, n0));
 }
-int32_t chocolate_dma_im2col_f32(int32_t a, float* input, int32_t m0, int32_t k0) {
+chocolate_status chocolate_dma_im2col_f32(int32_t a, float* input, int32_t m0, int32_t k0) {
   TYPED(__func__, 1, chocolate_dma_im2col(a, input, m0, k0));
 }
-int32_t chocolate_dma_weights_f32(int32_t b, float* weights, int32_t k0, int32_t n0) {
+chocolate_status chocolate_dma_weights_f32(int32_t b, float* weights, int32_t k0, int32_t n0) {
   TYPED(__func__, 1, chocolate_dma_weights(b, weights, k0, n0));
 }
-int32_t chocolate_store_f32(float* output, int32_t acc, int32_t m0, int32_t n0) {
+chocolate_status chocolate_store_f32(float* output, int32_t acc, int32_t m0, int32_t n0) {
   TYPED(__func__, 1, chocolate_store(output, acc, m0, n0));
 }

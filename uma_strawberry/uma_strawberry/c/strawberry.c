@@ -35,17 +35,17 @@ static device dev;
 static char last_error[320];
 static int report_registered;
 
-static const char* code_name(int32_t code) {
+static const char* code_name(strawberry_status code) {
   static const char* const names[] = {
       "STRAWBERRY_OK",     "STRAWBERRY_ENOTREADY", "STRAWBERRY_ECONFIG",    "STRAWBERRY_ENOMEM",
       "STRAWBERRY_EINVAL", "STRAWBERRY_ESIZE",     "STRAWBERRY_ESTRIDE",    "STRAWBERRY_EWINDOW",
       "STRAWBERRY_ECLAMP", "STRAWBERRY_EHOST",     "STRAWBERRY_EADDR",      "STRAWBERRY_EUNWRITTEN",
       "STRAWBERRY_EOVERLAP", "STRAWBERRY_EENGINE"};
-  return code >= 0 && code < (int32_t)(sizeof names / sizeof names[0]) ? names[code] : "STRAWBERRY_E?";
+  return (size_t)code < sizeof names / sizeof names[0] ? names[code] : "STRAWBERRY_E?";
 }
 
 /* Records and prints "strawberry: ENTRY: MESSAGE (CODE)"; returns code. */
-static int32_t fail(int32_t code, const char* entry, const char* format, ...) {
+static strawberry_status fail(strawberry_status code, const char* entry, const char* format, ...) {
   char message[224];
   va_list args;
   va_start(args, format);
@@ -68,7 +68,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /* ------------------------------------------------------------------------------------------ */
 /* Configuration */
 
-static int32_t check_config(const char* entry, int32_t spad_bytes, int32_t bpc, int32_t setup, int32_t macs) {
+static strawberry_status check_config(const char* entry, int32_t spad_bytes, int32_t bpc, int32_t setup, int32_t macs) {
   if (spad_bytes < 4 || spad_bytes % 4 != 0 || spad_bytes > STRAWBERRY_MAX_SPAD_BYTES)
     return fail(STRAWBERRY_ECONFIG, entry, "scratchpad size %ld is not a multiple of 4 in [4, %ld]",
                 (long)spad_bytes, (long)STRAWBERRY_MAX_SPAD_BYTES);
@@ -117,9 +117,9 @@ static void report_at_exit(void) {
   fclose(out);
 }
 
-int32_t strawberry_init(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles,
-                        int32_t macs_per_cycle) {
-  const int32_t status =
+strawberry_status strawberry_init(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles,
+                                  int32_t macs_per_cycle) {
+  const strawberry_status status =
       check_config("strawberry_init", spad_bytes, dma_bytes_per_cycle, dma_setup_cycles, macs_per_cycle);
   if (status != STRAWBERRY_OK) return status;
   const size_t elements = (size_t)spad_bytes / 4;
@@ -147,13 +147,13 @@ int32_t strawberry_init(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t
   return STRAWBERRY_OK;
 }
 
-int32_t strawberry_begin(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles,
-                         int32_t macs_per_cycle) {
+strawberry_status strawberry_begin(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles,
+                                   int32_t macs_per_cycle) {
   if (!dev.ready) {
-    const int32_t status = strawberry_init(spad_bytes, dma_bytes_per_cycle, dma_setup_cycles, macs_per_cycle);
+    const strawberry_status status = strawberry_init(spad_bytes, dma_bytes_per_cycle, dma_setup_cycles, macs_per_cycle);
     if (status != STRAWBERRY_OK) return status;
   } else {
-    const int32_t status =
+    const strawberry_status status =
         check_config("strawberry_begin", spad_bytes, dma_bytes_per_cycle, dma_setup_cycles, macs_per_cycle);
     if (status != STRAWBERRY_OK) return status;
     if (spad_bytes != dev.spad_bytes || dma_bytes_per_cycle != dev.dma_bytes_per_cycle ||
@@ -194,7 +194,7 @@ typedef struct {
 } region;
 
 /* STRAWBERRY_EADDR unless [addr, addr + bytes) lies in the scratchpad and addr is a multiple of 4. */
-static int32_t check_inside(const char* entry, region r) {
+static strawberry_status check_inside(const char* entry, region r) {
   if (r.addr < 0 || r.addr % 4 != 0 || r.addr + r.bytes > dev.spad_bytes) {
     if (r.bytes >= SATURATED)
       return fail(STRAWBERRY_EADDR, entry, "%s region is larger than the %ld-byte scratchpad", r.what,
@@ -207,7 +207,7 @@ static int32_t check_inside(const char* entry, region r) {
 }
 
 /* STRAWBERRY_EUNWRITTEN unless every element of the region is written. */
-static int32_t check_written(const char* entry, region r) {
+static strawberry_status check_written(const char* entry, region r) {
   const int64_t first = r.addr / 4, end = (r.addr + r.bytes) / 4;
   for (int64_t i = first; i < end; ++i) {
     if (!dev.written[i]) {
@@ -243,9 +243,17 @@ typedef struct {
   int64_t ext[3], stride[3], start[3], n[3];
 } tile;
 
-static int32_t check_tile(const char* entry, const float* host, const tile* t, int inside) {
+static strawberry_status check_tile(const char* entry, const float* host, const strawberry_tile* in, tile* t,
+                                    int inside) {
   if (!dev.ready) return fail(STRAWBERRY_ENOTREADY, entry, "the device is not initialised (strawberry_begin first)");
   if (host == NULL) return fail(STRAWBERRY_EINVAL, entry, "host pointer is NULL");
+  if (in == NULL) return fail(STRAWBERRY_EINVAL, entry, "tile is NULL");
+  for (int d = 0; d < 3; ++d) {
+    t->ext[d] = in->extent[d];
+    t->stride[d] = in->stride[d];
+    t->start[d] = in->start[d];
+    t->n[d] = in->size[d];
+  }
   for (int d = 0; d < 3; ++d)
     if (t->ext[d] < 1 || t->n[d] < 1)
       return fail(STRAWBERRY_ESIZE, entry, "extent %d of the host tensor (%lld) or of the tile (%lld) is below 1", d,
@@ -264,24 +272,16 @@ static int32_t check_tile(const char* entry, const float* host, const tile* t, i
   return STRAWBERRY_OK;
 }
 
-static tile make_tile(int32_t ext0, int32_t ext1, int32_t ext2, int32_t stride0, int32_t stride1, int32_t stride2,
-                      int32_t start0, int32_t start1, int32_t start2, int32_t n0, int32_t n1, int32_t n2) {
-  const tile t = {{ext0, ext1, ext2}, {stride0, stride1, stride2}, {start0, start1, start2}, {n0, n1, n2}};
-  return t;
-}
-
 static int64_t tile_bytes(const tile* t) { return mul_sat(mul_sat(mul_sat(4, t->n[0]), t->n[1]), t->n[2]); }
 
 static void count_transfer(int64_t spad_bytes) {
   dev.counters.dma_cycles += dev.dma_setup_cycles + ceil_div(spad_bytes, dev.dma_bytes_per_cycle);
 }
 
-int32_t strawberry_dma_in(int32_t spad_addr, float* host, int32_t ext0, int32_t ext1, int32_t ext2,
-                          int32_t stride0, int32_t stride1, int32_t stride2, int32_t start0, int32_t start1,
-                          int32_t start2, int32_t n0, int32_t n1, int32_t n2) {
+strawberry_status strawberry_dma_in(int32_t spad_addr, const float* host, const strawberry_tile* box) {
   static const char entry[] = "strawberry_dma_in";
-  const tile t = make_tile(ext0, ext1, ext2, stride0, stride1, stride2, start0, start1, start2, n0, n1, n2);
-  int32_t status = check_tile(entry, host, &t, 0);
+  tile t;
+  strawberry_status status = check_tile(entry, host, box, &t, 0);
   if (status != STRAWBERRY_OK) return status;
   const region dst = {"destination", spad_addr, tile_bytes(&t)};
   if ((status = check_inside(entry, dst)) != STRAWBERRY_OK) return status;
@@ -317,12 +317,10 @@ int32_t strawberry_dma_in(int32_t spad_addr, float* host, int32_t ext0, int32_t 
   return STRAWBERRY_OK;
 }
 
-int32_t strawberry_dma_out(float* host, int32_t spad_addr, int32_t ext0, int32_t ext1, int32_t ext2,
-                           int32_t stride0, int32_t stride1, int32_t stride2, int32_t start0, int32_t start1,
-                           int32_t start2, int32_t n0, int32_t n1, int32_t n2) {
+strawberry_status strawberry_dma_out(float* host, int32_t spad_addr, const strawberry_tile* box) {
   static const char entry[] = "strawberry_dma_out";
-  const tile t = make_tile(ext0, ext1, ext2, stride0, stride1, stride2, start0, start1, start2, n0, n1, n2);
-  int32_t status = check_tile(entry, host, &t, 1);
+  tile t;
+  strawberry_status status = check_tile(entry, host, box, &t, 1);
   if (status != STRAWBERRY_OK) return status;
   const region src = {"source", spad_addr, tile_bytes(&t)};
   if ((status = check_inside(entry, src)) != STRAWBERRY_OK) return status;
@@ -360,12 +358,22 @@ static region optional(const char* what, int32_t addr, int64_t bytes) {
   return r;
 }
 
-static int32_t conv(const char* entry, const conv_call* c) {
+static strawberry_status conv(const char* entry, int nhwc, int depthwise, const strawberry_conv_addrs* addrs,
+                              const strawberry_conv_params* params) {
   if (!dev.ready) return fail(STRAWBERRY_ENOTREADY, entry, "the device is not initialised (strawberry_begin first)");
+  if (addrs == NULL || params == NULL) return fail(STRAWBERRY_EINVAL, entry, "addrs or params is NULL");
+  const conv_call call = {nhwc, depthwise, addrs->ifmap, addrs->weights, addrs->bias, addrs->residual, addrs->slope,
+                          addrs->ofmap, params->output.c, params->input.w, params->input.h, params->input.c,
+                          params->kernel.h, params->kernel.w, params->output.w, params->output.h, params->stride.w,
+                          params->stride.h, params->lo, params->hi};
+  const conv_call* c = &call;
   const int32_t sizes[] = {c->oc, c->iw, c->ih, c->ic, c->kh, c->kw, c->ow, c->oh};
   static const char* const size_names[] = {"oc", "iw", "ih", "ic", "kh", "kw", "ow", "oh"};
   for (int i = 0; i < 8; ++i)
     if (sizes[i] < 1) return fail(STRAWBERRY_ESIZE, entry, "%s is %ld (needs >= 1)", size_names[i], (long)sizes[i]);
+  if (c->depthwise && c->ic != c->oc)
+    return fail(STRAWBERRY_ESIZE, entry, "a depthwise conv with %ld input and %ld output channels", (long)c->ic,
+                (long)c->oc);
   if (c->stride_w < 1 || c->stride_h < 1)
     return fail(STRAWBERRY_ESTRIDE, entry, "strides %ld x %ld (need >= 1)", (long)c->stride_h, (long)c->stride_w);
   const int64_t rows = (int64_t)(c->oh - 1) * c->stride_h + c->kh, cols = (int64_t)(c->ow - 1) * c->stride_w + c->kw;
@@ -386,7 +394,7 @@ static int32_t conv(const char* entry, const conv_call* c) {
   };
   const region out = {"ofmap", c->ofmap, mul_sat(mul_sat(4, c->oc), plane)};
   const int count = (int)(sizeof in / sizeof in[0]);
-  int32_t status;
+  strawberry_status status;
   for (int i = 0; i < count; ++i)
     if (in[i].bytes > 0 && (status = check_inside(entry, in[i])) != STRAWBERRY_OK) return status;
   if ((status = check_inside(entry, out)) != STRAWBERRY_OK) return status;
@@ -417,36 +425,20 @@ static int32_t conv(const char* entry, const conv_call* c) {
   return STRAWBERRY_OK;
 }
 
-int32_t strawberry_conv2d_nchw(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual, int32_t slope,
-                               int32_t ofmap, int32_t oc, int32_t iw, int32_t ih, int32_t ic, int32_t kh, int32_t kw,
-                               int32_t ow, int32_t oh, int32_t stride_w, int32_t stride_h, float lo, float hi) {
-  const conv_call c = {0, 0, ifmap, weights, bias, residual, slope, ofmap, oc, iw, ih, ic, kh, kw, ow, oh,
-                       stride_w, stride_h, lo, hi};
-  return conv("strawberry_conv2d_nchw", &c);
+strawberry_status strawberry_conv2d_nchw(const strawberry_conv_addrs* addrs, const strawberry_conv_params* params) {
+  return conv("strawberry_conv2d_nchw", 0, 0, addrs, params);
 }
 
-int32_t strawberry_conv2d_nhwc(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual, int32_t slope,
-                               int32_t ofmap, int32_t oc, int32_t iw, int32_t ih, int32_t ic, int32_t kh, int32_t kw,
-                               int32_t ow, int32_t oh, int32_t stride_w, int32_t stride_h, float lo, float hi) {
-  const conv_call c = {1, 0, ifmap, weights, bias, residual, slope, ofmap, oc, iw, ih, ic, kh, kw, ow, oh,
-                       stride_w, stride_h, lo, hi};
-  return conv("strawberry_conv2d_nhwc", &c);
+strawberry_status strawberry_conv2d_nhwc(const strawberry_conv_addrs* addrs, const strawberry_conv_params* params) {
+  return conv("strawberry_conv2d_nhwc", 1, 0, addrs, params);
 }
 
-int32_t strawberry_depthwise_conv2d_nchw(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual,
-                                         int32_t slope, int32_t ofmap, int32_t channels, int32_t iw, int32_t ih,
-                                         int32_t kh, int32_t kw, int32_t ow, int32_t oh, int32_t stride_w,
-                                         int32_t stride_h, float lo, float hi) {
-  const conv_call c = {0, 1, ifmap, weights, bias, residual, slope, ofmap, channels, iw, ih, channels, kh, kw, ow, oh,
-                       stride_w, stride_h, lo, hi};
-  return conv("strawberry_depthwise_conv2d_nchw", &c);
+strawberry_status strawberry_depthwise_conv2d_nchw(const strawberry_conv_addrs* addrs,
+                                                   const strawberry_conv_params* params) {
+  return conv("strawberry_depthwise_conv2d_nchw", 0, 1, addrs, params);
 }
 
-int32_t strawberry_depthwise_conv2d_nhwc(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual,
-                                         int32_t slope, int32_t ofmap, int32_t channels, int32_t iw, int32_t ih,
-                                         int32_t kh, int32_t kw, int32_t ow, int32_t oh, int32_t stride_w,
-                                         int32_t stride_h, float lo, float hi) {
-  const conv_call c = {1, 1, ifmap, weights, bias, residual, slope, ofmap, channels, iw, ih, channels, kh, kw, ow, oh,
-                       stride_w, stride_h, lo, hi};
-  return conv("strawberry_depthwise_conv2d_nhwc", &c);
+strawberry_status strawberry_depthwise_conv2d_nhwc(const strawberry_conv_addrs* addrs,
+                                                   const strawberry_conv_params* params) {
+  return conv("strawberry_depthwise_conv2d_nhwc", 1, 1, addrs, params);
 }

@@ -6,7 +6,7 @@
  *
  *     strawberry_begin(configuration);                    once per layer
  *     strawberry_dma_in(weights); strawberry_dma_in(ifmap tile);
- *     strawberry_conv2d_nchw(scratchpad addresses...);     compute
+ *     strawberry_conv2d_nchw(&addrs, &params);            compute on scratchpad addresses
  *     strawberry_dma_out(ofmap tile);                      (repeated per tile)
  *
  * Scratchpad addresses are byte offsets from the scratchpad's start (int32_t, multiples of 4:
@@ -18,7 +18,13 @@
  * (no scratchpad or host byte, no counter) and printed one line on stderr:
  *     strawberry: <entry>: <what is wrong> (STRAWBERRY_E...)
  * (also kept for strawberry_last_error()).  When several things are wrong, the code listed
- * first here comes back. */
+ * first here comes back.
+ *
+ * The API a hardware team implements is the one below: the transfers and the engine take
+ * `const` structs (a tile; the operands' addresses and the layer's sizes, (h, w) order).  The
+ * generated C cannot build a struct, so it calls the `static inline` packing functions at the
+ * end of this header (strawberry_dma_in_call, strawberry_conv2d_nchw_call, ...): each fills the
+ * structs on its stack from plain integers and calls the entry. */
 #ifndef STRAWBERRY_H_
 #define STRAWBERRY_H_
 
@@ -28,22 +34,25 @@
 extern "C" {
 #endif
 
-#define STRAWBERRY_OK 0
-#define STRAWBERRY_ENOTREADY 1  /* a transfer or computation before strawberry_init/strawberry_begin */
-#define STRAWBERRY_ECONFIG 2    /* a bad configuration (scratchpad size not a positive multiple of 4 or above
-                                 * STRAWBERRY_MAX_SPAD_BYTES, a rate below 1), or strawberry_begin with another
-                                 * configuration than the device has: the code was compiled for another chip */
-#define STRAWBERRY_ENOMEM 3     /* the host could not allocate the scratchpad model */
-#define STRAWBERRY_EINVAL 4     /* a NULL host pointer */
-#define STRAWBERRY_ESIZE 5      /* a tile, tensor, channel, kernel or output extent below 1 */
-#define STRAWBERRY_ESTRIDE 6    /* a negative host stride (DMA) or a convolution stride below 1 */
-#define STRAWBERRY_EWINDOW 7    /* the window does not fit the input tile: (oh-1)*stride_h + kh > ih, or the same in w */
-#define STRAWBERRY_ECLAMP 8     /* lo > hi, or a NaN bound */
-#define STRAWBERRY_EHOST 9      /* dma_out: the tile is not inside the host tensor; or a host tensor too large to index */
-#define STRAWBERRY_EADDR 10     /* a scratchpad region outside the scratchpad, or an address not a multiple of 4 */
-#define STRAWBERRY_EUNWRITTEN 11 /* reads scratchpad elements nothing has written since the layer began */
-#define STRAWBERRY_EOVERLAP 12  /* a computation's output region overlaps one of its input regions */
-#define STRAWBERRY_EENGINE 13   /* the conv engine refused the layer (the kit engine's status in the message) */
+typedef enum {
+  STRAWBERRY_OK = 0,
+  STRAWBERRY_ENOTREADY = 1,   /* a transfer or computation before strawberry_init/strawberry_begin */
+  STRAWBERRY_ECONFIG = 2,     /* a bad configuration (scratchpad size not a positive multiple of 4 or above
+                               * STRAWBERRY_MAX_SPAD_BYTES, a rate below 1), or strawberry_begin with another
+                               * configuration than the device has: the code was compiled for another chip */
+  STRAWBERRY_ENOMEM = 3,      /* the host could not allocate the scratchpad model */
+  STRAWBERRY_EINVAL = 4,      /* a NULL host pointer, tile, address or parameters struct */
+  STRAWBERRY_ESIZE = 5,       /* a tile, tensor, channel, kernel or output extent below 1; a depthwise conv's
+                               * input and output channels differ */
+  STRAWBERRY_ESTRIDE = 6,     /* a negative host stride (DMA) or a convolution stride below 1 */
+  STRAWBERRY_EWINDOW = 7,     /* the window does not fit the input tile: (oh-1)*stride_h + kh > ih, or the same in w */
+  STRAWBERRY_ECLAMP = 8,      /* lo > hi, or a NaN bound */
+  STRAWBERRY_EHOST = 9,       /* dma_out: the tile is not inside the host tensor; or a host tensor too large to index */
+  STRAWBERRY_EADDR = 10,      /* a scratchpad region outside the scratchpad, or an address not a multiple of 4 */
+  STRAWBERRY_EUNWRITTEN = 11, /* reads scratchpad elements nothing has written since the layer began */
+  STRAWBERRY_EOVERLAP = 12,   /* a computation's output region overlaps one of its input regions */
+  STRAWBERRY_EENGINE = 13     /* the conv engine refused the layer (the kit engine's status in the message) */
+} strawberry_status;
 
 /* Largest scratchpad the model simulates (1 GiB). */
 #define STRAWBERRY_MAX_SPAD_BYTES (1 << 30)
@@ -56,31 +65,59 @@ extern "C" {
  * cycle (used by the counters' cycle estimates); all counters cleared.  If the environment
  * variable STRAWBERRY_REPORT is set at the first initialisation, the counters are printed at
  * exit: on stderr for "1", else appended to the file it names. */
-int32_t strawberry_init(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles,
-                        int32_t macs_per_cycle);
+strawberry_status strawberry_init(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles,
+                                  int32_t macs_per_cycle);
 
 /* What every compiled layer calls first.  On a device not yet initialised: strawberry_init with
  * this configuration (the mock's power-on).  On an initialised one: STRAWBERRY_ECONFIG unless the
  * configuration is the same.  Then the whole scratchpad counts as unwritten: nothing a previous
  * layer left there may be read.  Counters go on counting (layers counts the calls). */
-int32_t strawberry_begin(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles,
-                         int32_t macs_per_cycle);
+strawberry_status strawberry_begin(int32_t spad_bytes, int32_t dma_bytes_per_cycle, int32_t dma_setup_cycles,
+                                   int32_t macs_per_cycle);
 
-/* Host memory -> scratchpad: a 3-D tile of float32.
- * The host tensor has extents ext0 x ext1 x ext2, element (i0, i1, i2) at
- * host[i0*stride0 + i1*stride1 + i2*stride2] (strides in elements, >= 0).  The tile is the
- * n0 x n1 x n2 box starting at (start0, start1, start2) of that tensor; it may reach outside
+/* A 3-D tile of a host tensor of float32, dimensions outermost first (NCHW: c, h, w; NHWC:
+ * h, w, c).  The host tensor has extents extent[0..2], element (i0, i1, i2) at
+ * host[i0*stride[0] + i1*stride[1] + i2*stride[2]] (strides in elements, >= 0).  The tile is the
+ * size[0] x size[1] x size[2] box starting at start[0..2] of that tensor; it may reach outside
  * (starts may be negative): those elements are zeros (padding), no host byte is read for them.
- * It is stored densely at spad_addr: element (j0, j1, j2) at spad_addr + 4*((j0*n1 + j1)*n2 + j2). */
-int32_t strawberry_dma_in(int32_t spad_addr, float* host, int32_t ext0, int32_t ext1, int32_t ext2,
-                          int32_t stride0, int32_t stride1, int32_t stride2, int32_t start0, int32_t start1,
-                          int32_t start2, int32_t n0, int32_t n1, int32_t n2);
+ * In the scratchpad it is dense: element (j0, j1, j2) at spad_addr + 4*((j0*size[1] + j1)*size[2] + j2). */
+typedef struct {
+  int32_t extent[3];
+  int32_t stride[3];
+  int32_t start[3];
+  int32_t size[3];
+} strawberry_tile;
 
-/* Scratchpad -> host memory: the same tile description, the tile lying inside the host tensor
- * (STRAWBERRY_EHOST otherwise), the scratchpad region entirely written (STRAWBERRY_EUNWRITTEN). */
-int32_t strawberry_dma_out(float* host, int32_t spad_addr, int32_t ext0, int32_t ext1, int32_t ext2,
-                           int32_t stride0, int32_t stride1, int32_t stride2, int32_t start0, int32_t start1,
-                           int32_t start2, int32_t n0, int32_t n1, int32_t n2);
+/* Host memory -> scratchpad: the tile at spad_addr. */
+strawberry_status strawberry_dma_in(int32_t spad_addr, const float* host, const strawberry_tile* tile);
+
+/* Scratchpad -> host memory: the tile lying inside the host tensor (STRAWBERRY_EHOST otherwise),
+ * the scratchpad region entirely written (STRAWBERRY_EUNWRITTEN). */
+strawberry_status strawberry_dma_out(float* host, int32_t spad_addr, const strawberry_tile* tile);
+
+typedef struct {
+  int32_t h, w;
+} strawberry_hw;
+
+/* A feature-map tile in the scratchpad (the engine has no batch). */
+typedef struct {
+  int32_t h, w, c;
+} strawberry_dims;
+
+/* Scratchpad byte addresses of a computation's operands; bias, residual and slope may be
+ * STRAWBERRY_NONE. */
+typedef struct {
+  int32_t ifmap, weights, bias, residual, slope, ofmap;
+} strawberry_conv_addrs;
+
+/* A layer's tile: sizes, window, strides and the output stage's clamp. */
+typedef struct {
+  strawberry_dims input;  /* the input tile as the DMA padded it */
+  strawberry_dims output; /* c: the output channels */
+  strawberry_hw kernel;
+  strawberry_hw stride;
+  float lo, hi;
+} strawberry_conv_params;
 
 /* The conv engine on scratchpad tiles (the kit's, see kit_conv_f32.h): a "valid"
  * convolution of an input tile that the DMA has already padded, then the output stage
@@ -88,26 +125,20 @@ int32_t strawberry_dma_out(float* host, int32_t spad_addr, int32_t ext0, int32_t
  *   nchw: ifmap [ic][ih][iw], residual and ofmap [oc][oh][ow];
  *   nhwc: ifmap [ih][iw][ic], residual and ofmap [oh][ow][oc];
  *   weights [oc][ic][kh][kw], bias and slope [oc]; all float32 at the given scratchpad addresses.
- * Output (y, x) reads input rows y*stride_h + 0..kh-1, columns x*stride_w + 0..kw-1.
- * bias, residual and slope may be STRAWBERRY_NONE.  Every input region must be written since the
- * layer began, and the ofmap region may not overlap any of them (inputs may overlap each other). */
-int32_t strawberry_conv2d_nchw(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual, int32_t slope,
-                               int32_t ofmap, int32_t oc, int32_t iw, int32_t ih, int32_t ic, int32_t kh, int32_t kw,
-                               int32_t ow, int32_t oh, int32_t stride_w, int32_t stride_h, float lo, float hi);
-int32_t strawberry_conv2d_nhwc(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual, int32_t slope,
-                               int32_t ofmap, int32_t oc, int32_t iw, int32_t ih, int32_t ic, int32_t kh, int32_t kw,
-                               int32_t ow, int32_t oh, int32_t stride_w, int32_t stride_h, float lo, float hi);
+ * Output (y, x) reads input rows y*stride.h + 0..kernel.h-1, columns x*stride.w + 0..kernel.w-1.
+ * Every input region must be written since the layer began, and the ofmap region may not overlap
+ * any of them (inputs may overlap each other).  Checked in this order: the device is ready, no
+ * NULL struct, sizes (oc, iw, ih, ic, kh, kw, ow, oh), strides, window, clamp, regions inside the
+ * scratchpad, written, not overlapping. */
+strawberry_status strawberry_conv2d_nchw(const strawberry_conv_addrs* addrs, const strawberry_conv_params* params);
+strawberry_status strawberry_conv2d_nhwc(const strawberry_conv_addrs* addrs, const strawberry_conv_params* params);
 
-/* Depthwise (output channel c reads input channel c only): ifmap has `channels` channels,
- * weights [channels][kh][kw]; otherwise as above. */
-int32_t strawberry_depthwise_conv2d_nchw(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual,
-                                         int32_t slope, int32_t ofmap, int32_t channels, int32_t iw, int32_t ih,
-                                         int32_t kh, int32_t kw, int32_t ow, int32_t oh, int32_t stride_w,
-                                         int32_t stride_h, float lo, float hi);
-int32_t strawberry_depthwise_conv2d_nhwc(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual,
-                                         int32_t slope, int32_t ofmap, int32_t channels, int32_t iw, int32_t ih,
-                                         int32_t kh, int32_t kw, int32_t ow, int32_t oh, int32_t stride_w,
-                                         int32_t stride_h, float lo, float hi);
+/* Depthwise (output channel c reads input channel c only): input.c == output.c, weights
+ * [channels][kh][kw]; otherwise as above. */
+strawberry_status strawberry_depthwise_conv2d_nchw(const strawberry_conv_addrs* addrs,
+                                                   const strawberry_conv_params* params);
+strawberry_status strawberry_depthwise_conv2d_nhwc(const strawberry_conv_addrs* addrs,
+                                                   const strawberry_conv_params* params);
 
 /* What the device has done since strawberry_init. */
 typedef struct {
@@ -138,6 +169,51 @@ const char* strawberry_last_error(void);
 
 /* Frees the scratchpad model; the device is uninitialised again (counters cleared). */
 void strawberry_shutdown(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Packing functions, one per entry the generated code calls (TIR cannot build a C struct, and
+ * TVM declares every function it calls as returning int32_t): plain integers in, the structs
+ * filled on the stack, the entry called, its status returned as an int32_t. */
+
+static inline int32_t strawberry_begin_call(int32_t spad_bytes, int32_t dma_bytes_per_cycle,
+                                            int32_t dma_setup_cycles, int32_t macs_per_cycle) {
+  return (int32_t)strawberry_begin(spad_bytes, dma_bytes_per_cycle, dma_setup_cycles, macs_per_cycle);
+}
+
+static inline int32_t strawberry_dma_in_call(int32_t spad_addr, float* host, int32_t ext0, int32_t ext1,
+                                             int32_t ext2, int32_t stride0, int32_t stride1, int32_t stride2,
+                                             int32_t start0, int32_t start1, int32_t start2, int32_t n0,
+                                             int32_t n1, int32_t n2) {
+  const strawberry_tile tile = {{ext0, ext1, ext2}, {stride0, stride1, stride2}, {start0, start1, start2},
+                                {n0, n1, n2}};
+  return (int32_t)strawberry_dma_in(spad_addr, host, &tile);
+}
+
+static inline int32_t strawberry_dma_out_call(float* host, int32_t spad_addr, int32_t ext0, int32_t ext1,
+                                              int32_t ext2, int32_t stride0, int32_t stride1, int32_t stride2,
+                                              int32_t start0, int32_t start1, int32_t start2, int32_t n0,
+                                              int32_t n1, int32_t n2) {
+  const strawberry_tile tile = {{ext0, ext1, ext2}, {stride0, stride1, stride2}, {start0, start1, start2},
+                                {n0, n1, n2}};
+  return (int32_t)strawberry_dma_out(host, spad_addr, &tile);
+}
+
+/* The engine entries' arguments: addresses (ifmap, weights, bias, residual, slope, ofmap), then
+ * the input tile (h, w, c), the output tile (h, w, c), kernel (h, w), stride (h, w), clamp. */
+#define STRAWBERRY_CONV_CALL(NAME, ENTRY)                                                                     \
+  static inline int32_t NAME(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual, int32_t slope,  \
+                             int32_t ofmap, int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow,       \
+                             int32_t oc, int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, float lo, \
+                             float hi) {                                                                      \
+    const strawberry_conv_addrs addrs = {ifmap, weights, bias, residual, slope, ofmap};                       \
+    const strawberry_conv_params params = {{ih, iw, ic}, {oh, ow, oc}, {kh, kw}, {stride_h, stride_w}, lo, hi}; \
+    return (int32_t)ENTRY(&addrs, &params);                                                                   \
+  }
+STRAWBERRY_CONV_CALL(strawberry_conv2d_nchw_call, strawberry_conv2d_nchw)
+STRAWBERRY_CONV_CALL(strawberry_conv2d_nhwc_call, strawberry_conv2d_nhwc)
+STRAWBERRY_CONV_CALL(strawberry_depthwise_conv2d_nchw_call, strawberry_depthwise_conv2d_nchw)
+STRAWBERRY_CONV_CALL(strawberry_depthwise_conv2d_nhwc_call, strawberry_depthwise_conv2d_nhwc)
+#undef STRAWBERRY_CONV_CALL
 
 #ifdef __cplusplus
 }
