@@ -55,12 +55,15 @@ def _compute(points, pending, records, cache, engine, progress, keep_work):
     models = list({points[i].model: None for i in pending})
     references = {m: cache.get_reference(m) for m in models}
     missing = [m for m in models if references[m] is None]
+    if missing:
+        progress.note(f"sweep: TVM's CPU build of {len(missing)} model(s) first, the reference of their points")
     for index, result in engine.imap(reference, [(m,) for m in missing]):
         if isinstance(result, Exception):
             references[missing[index]] = f"reference: {str(result).strip().splitlines()[-1][:300]}"
         else:
             references[missing[index]] = result
             cache.put_reference(missing[index], *result)
+    progress.started = time.time()  # time left: from the points' own pace
     runnable = [i for i in pending if not isinstance(references[points[i].model], str)]
     for i in pending:
         if isinstance(references[points[i].model], str):

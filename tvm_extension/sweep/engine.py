@@ -103,6 +103,10 @@ class Progress:
         self.stream.write("\r" + line.ljust(72) if self.stream.isatty() else line + "\n")
         self.stream.flush()
 
+    def note(self, text: str):
+        self.stream.write(("\r" if self.stream.isatty() else "") + text.ljust(72) + "\n")
+        self.show()
+
     def finish(self):
         if self.stream.isatty():
             self.stream.write("\n")
