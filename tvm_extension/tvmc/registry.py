@@ -14,6 +14,7 @@ from tvm_extension.api import stages
 _ENTRIES: Dict[str, dict] = {}
 _loaded_paths = set()
 _implicit_done = False
+_NAMED_BY_USER: Dict[str, str] = {}  # target -> the extension a folder the user named defined it in
 
 
 def _pipeline(backend):
@@ -94,11 +95,19 @@ def load_extensions(paths: Iterable[str] = (), builtin_names: Iterable[str] = ()
         backends = extension.backends()
         stages.logger.info("extension %s from %s: %s", extension.name, extension.origin,
                            ", ".join(f"target {b.target_name}" for b in backends) or "no backends")
+        named = extension.origin.startswith(("path ", "environment "))  # a folder the user named
         for backend in backends:
+            if not named and backend.target_name in _NAMED_BY_USER:
+                # what the user named wins over what is installed (as PATH's first entry does)
+                stages.logger.info("target %s of %s from %s is shadowed by %s", backend.target_name,
+                                   extension.name, extension.origin, _NAMED_BY_USER[backend.target_name])
+                continue
             try:
                 add_backend(backend, builtin_names)
             except uma.BackendError as err:
                 raise api.ExtensionError(f"{err} (extension {extension.name} from {extension.origin})") from None
+            if named:
+                _NAMED_BY_USER[backend.target_name] = f"{extension.name} from {extension.origin}"
 
 
 def merge_into(composite_target):

@@ -27,8 +27,11 @@ _HEADER_SUFFIXES = (".h", ".hpp")
 
 
 def _includes_text(backend) -> str:
-    """The text of the backend's ``includes`` hook (upstream's ``_register_codegen``)."""
-    hook = tvm.get_global_func(f"relay.ext.uma.codegen_c_includes_{backend.target_name}", allow_missing=True)
+    """The text of the backend's own ``includes`` hook (upstream's ``_register_codegen``; kept on
+    the backend by ``compat``), else of the global function upstream registers for its target."""
+    hook = getattr(getattr(backend, "_tir_to_runtime", None), "includes", None)
+    if hook is None:
+        hook = tvm.get_global_func(f"relay.ext.uma.codegen_c_includes_{backend.target_name}", allow_missing=True)
     return hook() if hook is not None else ""
 
 

@@ -6,7 +6,10 @@ and native UMA is missing:
 * ``register()`` registers the backend through this package instead of the missing
   ``relay.backend.contrib.uma.RegisterTarget``;
 * ``partition()`` also takes an ``(IRModule, params)`` pair or a ``TVMCModel`` (anything
-  with ``mod`` and ``params``) and gives back the same kind of thing.
+  with ``mod`` and ``params``) and gives back the same kind of thing;
+* the ``includes`` hook given to ``_register_codegen`` is also kept on the backend: upstream
+  only registers it as a global function named after the target, which the last backend
+  constructed with that name owns (an installed backend shadowed by a folder the user named).
 """
 import copy
 
@@ -49,6 +52,15 @@ def install(uma_backend_module):
         return partition_any(self, mod, params, partition_module, mod_name)
 
     cls.partition = partition
+    from tvm.relay.backend.contrib.uma.api.codegen import UMACodegen  # pylint: disable=import-outside-toplevel
+
+    register_c_codegen = UMACodegen._register_c_codegen
+
+    def keep_includes(self, includes=None, **kwargs):
+        self.includes = includes
+        return register_c_codegen(self, includes, **kwargs)
+
+    UMACodegen._register_c_codegen = keep_includes
     if not _native_uma_available():
         def register(self):
             from .register import register_backend  # pylint: disable=import-outside-toplevel
