@@ -1,6 +1,6 @@
 """Design-space sweeps (python -m tvm_extension.sweep): a tiny grid on Ray, Strawberry at two
-scratchpad sizes on cnn.onnx and Chocolate at two tile shapes (and one out of range) on an int8
-QDQ conv; every point checked against TVM's CPU build, its counters equal to a direct compile's;
+scratchpad sizes on cnn.onnx and Chocolate at two tile shapes and two scratchpads (one too small
+for a tile) on an int8 QDQ conv; every point checked against TVM's CPU build, its counters equal to a direct compile's;
 a sweep interrupted halfway computes only the rest when run again, and the same plan again
 computes nothing; bad plans end in one line before anything runs."""
 import csv
@@ -26,12 +26,12 @@ CNN = str(MODELS / "cnn.onnx")
 
 def plan(qdq, sizes):
     return {"backends": {"strawberry": {"models": [CNN], "scratchpad_bytes": sizes},
-                         "chocolate": {"models": [str(qdq)], "tile_m": [4, 8, 0], "tile_k": [8]}}}
+                         "chocolate": {"models": [str(qdq)], "tile_m": [4, 8], "scratchpad_bytes": [8, 65536]}}}
 
 
 def plan_toml(path, qdq):
     path.write_text(f'[backends.strawberry]\nmodels = ["{CNN}"]\nscratchpad_bytes = "16K..32K*2"\n'
-                    f'[backends.chocolate]\nmodels = ["{qdq}"]\ntile_m = [4, 8, 0]\ntile_k = [8]\n')
+                    f'[backends.chocolate]\nmodels = ["{qdq}"]\ntile_m = [4, 8]\nscratchpad_bytes = [8, 65536]\n')
     return path
 
 
@@ -62,10 +62,10 @@ def by_point(records):
 def test_every_point_recorded_and_checked(sweeps):
     points = by_point(sweeps[3])
     assert sorted(points) == [("cnn", "scratchpad_bytes=16384"), ("cnn", "scratchpad_bytes=32768"),
-                              ("qconv", "tile_k=8 tile_m=0"), ("qconv", "tile_k=8 tile_m=4"),
-                              ("qconv", "tile_k=8 tile_m=8")]
+                              ("qconv", "scratchpad_bytes=65536 tile_m=4"), ("qconv", "scratchpad_bytes=65536 tile_m=8"),
+                              ("qconv", "scratchpad_bytes=8 tile_m=4"), ("qconv", "scratchpad_bytes=8 tile_m=8")]
     for key, record in points.items():
-        if key[1].endswith("tile_m=0"):
+        if key[1].startswith("scratchpad_bytes=8 "):
             continue
         assert record["matched"] and record["error"] is None, record
         assert record["offloaded_functions"] >= 1 and record["engine_calls"] >= record["offloaded_functions"]
@@ -75,7 +75,7 @@ def test_every_point_recorded_and_checked(sweeps):
     small, large = points[("cnn", "scratchpad_bytes=16384")], points[("cnn", "scratchpad_bytes=32768")]
     assert small["dma_transfers"] > large["dma_transfers"] and small["c_spad_bytes"] == 16384
     assert large["max_error"] < 1e-4
-    narrow, wide = points[("qconv", "tile_k=8 tile_m=4")], points[("qconv", "tile_k=8 tile_m=8")]
+    narrow, wide = points[("qconv", "scratchpad_bytes=65536 tile_m=4")], points[("qconv", "scratchpad_bytes=65536 tile_m=8")]
     assert narrow["max_error"] == wide["max_error"] == 0  # int8: bit-exact
     assert narrow["c_tile_m"] == 4 and wide["c_tile_m"] == 8 and narrow["engine_calls"] > wide["engine_calls"]
     assert narrow["macs"] == wide["macs"] and 0 < wide["utilisation"] <= 1 and narrow["macs_per_cycle"] == 32
@@ -85,16 +85,18 @@ def test_an_interrupted_sweep_computes_only_the_rest(sweeps):
     _, _, (code, stderr, finished), second = sweeps
     assert code == 130 and "Traceback" not in stderr, stderr
     assert stderr.splitlines()[-1] == "interrupted: the finished points are cached; the same command resumes"
-    assert 1 <= len(finished) < 5
+    assert 1 <= len(finished) < 6
     assert {r["key"] for r in second if r["cached"]} == finished
 
 
 def test_a_failing_point_is_recorded_and_the_others_complete(sweeps):
+    """A scratchpad within its declared range, too small for one tile: tvmc's one line."""
     _, _, _, second = sweeps
     failed = [r for r in second if r["error"]]
-    assert len(failed) == 1 and failed[0]["attributes"] == "tile_k=8 tile_m=0" and not failed[0]["matched"]
-    error = failed[0]["error"]  # tvmc's own one line, as the backend words its range
-    assert error.startswith("compile: Error: target 'chocolate': ") and "must be" in error and "\n" not in error
+    assert [r["attributes"] for r in failed] == ["scratchpad_bytes=8 tile_m=4", "scratchpad_bytes=8 tile_m=8"]
+    for record in failed:
+        assert not record["matched"] and record["error"].startswith("compile: Error: ") and "\n" not in record["error"]
+        assert "scratchpad_bytes 8 must be" in record["error"]
     assert sum(r["matched"] for r in second) == 4
 
 
@@ -134,9 +136,9 @@ def test_outputs_written(sweeps):
         assert "<svg" in (out / "figures" / f"{name}.svg").read_text()
     report = (out / "report.md").read_text()
     cached = sum(r["cached"] for r in second)
-    assert f"5 points (2 models, 2 backends): {5 - cached} computed, {cached} from the cache, 1 failed" in report
+    assert f"6 points (2 models, 2 backends): {6 - cached} computed, {cached} from the cache, 2 failed" in report
     assert "![cycles_vs_cost](figures/cycles_vs_cost.png)" in report
-    assert "- qconv on chocolate (tile_k=8 tile_m=0): compile: Error: target 'chocolate': " in report
+    assert "- qconv on chocolate (scratchpad_bytes=8 tile_m=4): compile: Error: " in report
 
 
 def test_the_same_plan_again_computes_nothing(sweeps, tmp_path):
@@ -144,12 +146,12 @@ def test_the_same_plan_again_computes_nothing(sweeps, tmp_path):
     work, _, _, second = sweeps
     done = subprocess.run([sys.executable, "-m", "tvm_extension.sweep", work / "plan.toml", "-o", tmp_path / "out",
                            "--cache", work / "cache", "--address", "unused:1"], capture_output=True, text=True)
-    assert done.returncode == 1, done.stderr  # one point failed
-    assert "sweep: 5/5 points, 1 failed, 5 cached" in done.stderr and "Traceback" not in done.stderr
-    assert done.stdout.strip() == f"5 points, 1 failed: {tmp_path / 'out' / 'report.md'}"
+    assert done.returncode == 1, done.stderr  # two points failed
+    assert "sweep: 6/6 points, 2 failed, 6 cached" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout.strip() == f"6 points, 2 failed: {tmp_path / 'out' / 'report.md'}"
     with open(tmp_path / "out" / "results.csv") as file:
         rows = list(csv.DictReader(file))
-    assert [r["cached"] for r in rows] == ["True"] * 5
+    assert [r["cached"] for r in rows] == ["True"] * 6
     assert [r["dma_bytes"] for r in rows] == [str(r.get("dma_bytes") or "") for r in second]
 
 
@@ -161,6 +163,7 @@ USER_ERRORS = [
     (["--model", CNN, "--attr", "strawberry.scratchpad_bytes="], "strawberry.scratchpad_bytes: empty list"),
     (["--model", CNN, "--attr", "strawberry.scratchpad_bytes=64K..16K"], "range '64K..16K' is empty"),
     (["--model", CNN, "--attr", "strawberry.scratchpad_bytes=big"], "'big' is not a int like its default"),
+    (["--model", CNN, "--attr", "chocolate.tile_m=4,0"], "target 'chocolate': attribute 'tile_m' must be in 2.."),
     (["plan.toml"], "plan.toml is not valid TOML: "),
 ]
 

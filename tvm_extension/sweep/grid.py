@@ -110,15 +110,25 @@ def resolve_model(spec) -> Model:
     return Model(label, path.resolve(), hashlib.sha256(path.read_bytes()).hexdigest(), shapes)
 
 
-def known_backends() -> Dict[str, dict]:
-    """Each installed backend's target name -> its attributes with their defaults."""
+def known_backends() -> Dict[str, object]:
+    """Each installed backend by its target name."""
     from tvm_extension import api  # pylint: disable=import-outside-toplevel
 
-    return {b.target_name: dict(b._target_attrs)  # pylint: disable=protected-access
-            for e in api.discover([], strict=False) if not e.error for b in e.backends()}
+    return {b.target_name: b for e in api.discover([], strict=False) if not e.error for b in e.backends()}
 
 
-def expand(plan: dict, backends: Optional[Dict[str, dict]] = None) -> List[Point]:
+def _check_point(backend, attrs: dict):
+    """The backend's own check of one point's attributes (names, types, declared ranges), as
+    tvmc makes it when the target is parsed: GridError with its line."""
+    from tvm_extension.uma.register import BackendError, target_attrs  # pylint: disable=import-outside-toplevel
+
+    try:
+        target_attrs(backend, attrs)
+    except BackendError as err:
+        raise GridError(str(err)) from None
+
+
+def expand(plan: dict, backends: Optional[Dict[str, object]] = None) -> List[Point]:
     """Every point of the plan, after checking it whole: GridError on the first problem."""
     if not isinstance(plan, dict) or not plan.get("backends"):
         raise GridError("no backends: give [backends.NAME] tables (or --backend NAME)")
@@ -135,22 +145,26 @@ def expand(plan: dict, backends: Optional[Dict[str, dict]] = None) -> List[Point
         specs = grid.pop("models", plan.get("models"))
         if not specs:
             raise GridError(f"no models for backend '{backend}': give models = [...]")
+        defaults = backends[backend]._target_attrs  # pylint: disable=protected-access
         axes = []
         for name, spec in sorted(grid.items()):
-            if name not in backends[backend]:
+            if name not in defaults:
                 raise GridError(f"backend '{backend}' has no attribute '{name}' "
-                                f"(its attributes: {', '.join(backends[backend]) or 'none'})")
+                                f"(its attributes: {', '.join(defaults) or 'none'})")
             choices = values(spec, f"{backend}.{name}")
-            kind = type(backends[backend][name])
+            kind = type(defaults[name])
             if kind is int:  # "16K" in a list means what it means in a range
                 choices = [_number(v) if isinstance(v, str) and _NUMBER.match(v) else v for v in choices]
             for value in choices:
-                if not isinstance(value, kind) or isinstance(value, bool) != isinstance(backends[backend][name], bool):
+                if not isinstance(value, kind) or isinstance(value, bool) != isinstance(defaults[name], bool):
                     raise GridError(f"{backend}.{name}: {value!r} is not a {kind.__name__} like its default "
-                                    f"{backends[backend][name]!r}")
+                                    f"{defaults[name]!r}")
             axes.append([(name, v) for v in choices])
+        combos = list(itertools.product(*axes))
+        for combo in combos:
+            _check_point(backends[backend], dict(combo))
         for spec in specs:
             key = repr(spec)
             models[key] = models.get(key) or resolve_model(spec)
-            points += [Point(models[key], backend, tuple(combo)) for combo in itertools.product(*axes)]
+            points += [Point(models[key], backend, tuple(combo)) for combo in combos]
     return points
