@@ -8,4 +8,7 @@
  * i.e. 40 instructions), which tvm_extension.mlf.board calibrates and applies. */
 uint64_t board_ticks(void);
 
+/* Bytes of heap taken from the system so far (malloc's high-water mark: the heap only grows). */
+uintptr_t board_heap_used(void);
+
 #endif

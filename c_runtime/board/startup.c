@@ -87,8 +87,11 @@ uint64_t board_ticks(void) {
 }
 
 /* Heap for newlib's malloc: between the end of .bss and the stack, never into it. */
+static char* heap_end = (char*)end;
+
+uintptr_t board_heap_used(void) { return (uintptr_t)(heap_end - (char*)end); }
+
 void* _sbrk(ptrdiff_t increment) {
-  static char* heap_end = (char*)end;
   if (increment > (char*)__stack_bottom - heap_end) return (void*)-1;
   char* previous = heap_end;
   heap_end += increment;

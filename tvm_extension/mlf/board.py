@@ -96,14 +96,14 @@ class BoardProgram(HostProgram):
         except subprocess.TimeoutExpired:
             raise BoardError(f"the model did not finish on {self.board} within {RUN_SECONDS} s") from None
         text = done.stdout + done.stderr
-        measured = re.search(r"^board: ticks (\d+) stack (\d+)$", done.stdout, re.MULTILINE)
+        measured = re.search(r"^board: ticks (\d+) stack (\d+) heap (\d+)$", done.stdout, re.MULTILINE)
         if done.returncode != 0 or measured is None:
             last = [l for l in text.splitlines() if l.strip() and not l.startswith("board:")]
             raise BoardError(f"the model failed on {self.board}: " + (last[-1] if last else f"exit {done.returncode}"))
         if "board: stack overflow" in done.stdout:
             raise BoardError(f"the model overflowed the {self.board} program's stack")
         self.instructions = int(measured.group(1)) * 1_000_000_000 // BOARDS[self.board].clock_hz
-        self.memory.stack = int(measured.group(2))
+        self.memory.stack, self.memory.heap = int(measured.group(2)), int(measured.group(3))
         outputs = {t.name: np.fromfile(work / n, dtype=t.dtype).reshape(t.shape or (-1,))
                    for t, n in zip(self.outputs, out_names)}
         return outputs, 0.0

@@ -75,15 +75,17 @@ def section_sizes(map_file: Path, part_of: Callable[[str], str]) -> Dict[str, Di
 
 @dataclasses.dataclass
 class MemoryReport:
-    """Bytes of one board build. ``stack`` is the peak measured around one inference (None
-    until the program ran); ``largest_frame`` the deepest kernel-library function frame gcc
-    reports (-fstack-usage)."""
+    """Bytes of one board build. ``stack`` is the peak measured around one inference and
+    ``heap`` what the inference took from the heap (scratch asked of TVMBackendAllocWorkspace),
+    both None until the program ran; ``largest_frame`` the deepest kernel-library function frame
+    gcc reports (-fstack-usage)."""
     sizes: Dict[str, Dict[str, int]]
     workspace: int
     io: int  # the model's input and output tensors (held by the harness)
     largest_frame: int = 0
     largest_frame_function: str = ""
     stack: Optional[int] = None
+    heap: Optional[int] = None
 
     def rom(self, part: Optional[str] = None) -> int:
         parts = [part] if part else PARTS
@@ -94,8 +96,8 @@ class MemoryReport:
         return sum(self.sizes[p]["data"] + self.sizes[p]["bss"] for p in parts)
 
     def ram(self) -> int:
-        """data + bss (the workspace included) + the model's stack + its inputs and outputs."""
-        return self.static_ram() + (self.stack or 0) + self.io
+        """data + bss (the workspace included) + the inference's stack and heap + its inputs and outputs."""
+        return self.static_ram() + (self.stack or 0) + (self.heap or 0) + self.io
 
     def lines(self):
         """The report, one line per figure, as ``mlf build/run --board`` prints it."""
@@ -109,4 +111,5 @@ class MemoryReport:
             yield f"  largest kernel-library stack frame {self.largest_frame} bytes ({self.largest_frame_function})"
         if self.stack is not None:
             yield (f"RAM {self.ram()} bytes with the peak stack of an inference ({self.stack} bytes, "
-                   f"measured) and the inputs and outputs ({self.io} bytes)")
+                   f"measured), the heap it took ({self.heap or 0} bytes: scratch from TVMBackendAllocWorkspace) "
+                   f"and the inputs and outputs ({self.io} bytes)")
