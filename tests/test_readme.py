@@ -31,6 +31,9 @@ CHEAPER = {
     "scripts/test.sh     # the test suite (what CI runs)": "",
     # two random graphs instead of 2000: the command, the variables and the nested set-up are what is checked
     "TVM_EXTENSION_PROPERTY_EXAMPLES=2000": "TVM_EXTENSION_PROPERTY_EXAMPLES=2",
+    # two points instead of nine: the options, the engine and the outputs are what is checked
+    "--attr strawberry.scratchpad_bytes=16K..512K*2 --attr chocolate.tile_m=4,8,16":
+        "--attr strawberry.scratchpad_bytes=64K --attr chocolate.tile_m=8",
 }
 PLACEHOLDERS = {  # file the README names -> the real model behind it
     "model.onnx": lambda: MODELS / "cnn.onnx",
