@@ -4,8 +4,8 @@
 ``QVanillaConv2DPass`` replaces the function by one call of what generated code calls,
 ``qvanilla_conv2d_nhwc_packed_s8`` or ``qvanilla_depthwise_conv2d_nhwc_packed_s8`` (``c/qvanilla.h``:
 static inline functions that fill the C API's structs and call its struct entries), its status
-checked, with the scratch memory the entry needs allocated around the call (sized by
-``scratch.buffer_size``, the mirror of the C's ``_get_buffer_size``), not on the C's stack.
+checked.  The function's second output is the entry's scratch (sized by ``scratch.buffer_size``,
+the mirror of the C's ``_get_buffer_size``): a tensor the AOT planner put in the workspace.
 """
 import tvm
 from tvm import tir
@@ -28,22 +28,20 @@ class QVanillaConv2DPass:
             return func
         q = {k: int(v) for k, v in relay_attrs[ATTR].items()}
         buffers = [func.buffer_map[p] for p in func.params]
-        data, output = buffers[0], buffers[-1]
-        weights = next(b for b in buffers[1:-1] if b.dtype == "int16" and len(b.shape) == 2)
-        params = next(b for b in buffers[1:-1] if b.dtype == "int32" and len(b.shape) == 2)
+        data, output, work = buffers[0], buffers[-2], buffers[-1]
+        weights = next(b for b in buffers[1:-2] if b.dtype == "int16" and len(b.shape) == 2)
+        params = next(b for b in buffers[1:-2] if b.dtype == "int32" and len(b.shape) == 2)
         _, ih, iw, ic = data.shape
         _, oh, ow, oc = output.shape
         scalars = [tir.IntImm("int32", q[n]) for n in ("kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left",
                                                        "input_zp", "output_zp", "act_min", "act_max", "rounding")]
+        kind = "depthwise_conv2d_packed_s8" if q["depthwise"] else "conv2d_packed_s8"
+        nbytes = scratch.buffer_size(kind, q["kh"], q["kw"], int(ic), int(oc))
+        assert work.dtype == "int8" and [int(d) for d in work.shape] == [max(nbytes, 1)], work  # patterns.py's
         if q["depthwise"]:
             call = ("qvanilla_depthwise_conv2d_nhwc_packed_s8", ih, iw, oc, oh, ow)
-            nbytes = scratch.buffer_size("depthwise_conv2d_packed_s8", q["kh"], q["kw"], int(oc), int(oc))
         else:
             call = ("qvanilla_conv2d_nhwc_packed_s8", ih, iw, ic, oh, ow, oc)
-            nbytes = scratch.buffer_size("conv2d_packed_s8", q["kh"], q["kw"], int(ic), int(oc))
-        work = tir.Var("qvanilla_scratch", tvm.ir.PointerType(tvm.ir.PrimType("int8"), "global"))
-        status = tir.call_extern("int32", call[0], data.data, weights.data, params.data, output.data, work,
+        status = tir.call_extern("int32", call[0], data.data, weights.data, params.data, output.data, work.data,
                                  tir.IntImm("int32", nbytes), *call[1:], *scalars)
-        # A buffer TVM allocates around the call (TVMBackendAllocWorkspace), at least one byte.
-        body = status_checked(status, "qvanilla_status")
-        return func.with_body(tir.Allocate(work, "int8", [max(nbytes, 1)], tir.const(True, "bool"), body))
+        return func.with_body(status_checked(status, "qvanilla_status"))

@@ -8,8 +8,9 @@
   (``packing``: int16, weight zero point subtracted, in the engine's order), the input zero
   point's contribution folded into the bias, each output channel's multiplier and shift
   (``tvm_extension.kit.quantization``).  It leaves a function TVM can lower cheaply that uses
-  every tensor the kernel needs (input, packed weights, channel table), with the scalars as a
-  function attribute, which the TIR pass (``passes.py``) reads.
+  every tensor the kernel needs (input, packed weights, channel table) and outputs the conv's
+  tensor and the C entry's scratch (a workspace tensor the AOT planner places), with the scalars
+  as a function attribute, which the TIR pass (``passes.py``) reads.
 """
 from typing import Optional
 
@@ -25,7 +26,7 @@ from tvm_extension.kit.qconv_patterns import conv_problem, qconv2d_pattern  # no
 from tvm_extension.kit.quantization import chain_channel_params, rounding_code  # qvanilla.h: QVANILLA_ROUNDING_*
 from tvm_extension.uma import offloaded_functions
 
-from . import packing
+from . import packing, scratch
 from .codegen import KERNEL_DIR
 from .passes import ATTR
 from .target import NAME as TARGET
@@ -67,21 +68,46 @@ def _prepare(func: relay.Function) -> relay.Function:
         "rounding": rounding_code(requant),
     }
     # A stand-in TVM lowers in no time, reading the input, the packed weights and the channel
-    # table (which become the PrimFunc's buffers) and of the output's type; the TIR pass
-    # replaces all of it by the kernel call.
+    # table (which become the PrimFunc's buffers), with two outputs: the conv's, and the scratch
+    # the C entry takes (its _get_buffer_size, mirrored by scratch.py), so that the AOT planner
+    # puts the scratch in the workspace with the tensors.  The TIR pass replaces all of it by the
+    # kernel call.
+    kind = "depthwise_conv2d_packed_s8" if depthwise else "conv2d_packed_s8"
+    ic = int(func.params[0].checked_type.shape[3])
+    nbytes = scratch.buffer_size(kind, scalars["kh"], scalars["kw"], ic, channels)
     total = relay.sum(relay.cast(func.params[0], "int32"))
     for constant in (packed, params):
         total = relay.add(total, relay.sum(relay.cast(relay.const(constant), "int32")))
-    shape = [int(d) for d in func.ret_type.shape]
-    body = relay.cast(relay.broadcast_to(total, shape), "int8")
-    new = relay.Function(func.params, body, func.ret_type, func.type_params, func.attrs)
-    return new.with_attr(ATTR, scalars)
+    outputs = [relay.cast(relay.broadcast_to(total, [int(d) for d in func.ret_type.shape]), "int8"),
+               relay.cast(relay.broadcast_to(total, [max(nbytes, 1)]), "int8")]
+    new = relay.Function(func.params, relay.Tuple(outputs), None, func.type_params, func.attrs).with_attr(ATTR, scalars)
+    typed = relay.transform.InferType()(tvm.IRModule.from_expr(new))  # its type complete before it is added
+    return typed[typed.get_global_vars()[0]]
+
+
+class _ConvOutputs(relay.ExprMutator):
+    """Calls of the prepared functions (``gvars``) take their first output, the conv's."""
+
+    def __init__(self, gvars):
+        super().__init__()
+        self.gvars = gvars
+
+    def visit_call(self, call):
+        new = super().visit_call(call)
+        if call.op in self.gvars:  # a new call: the old one carries the old type
+            return relay.TupleGetItem(relay.Call(new.op, list(new.args), span=new.span), 0)
+        return new
 
 
 @tvm.transform.module_pass(opt_level=0, name="PrepareQuantizedConv")
 def prepare_quantized_conv(mod, _ctx):
     mod = relay.transform.InferType()(mod)  # the predicates' helpers read types
+    prepared = []
     for gvar, func in offloaded_functions(mod, TARGET):
         if ATTR not in func.attrs:
             mod[gvar] = _prepare(func)
+            prepared.append(gvar)
+    if prepared:
+        main = _ConvOutputs(prepared).visit(mod["main"])
+        mod["main"] = relay.Function(main.params, main.body, None, main.type_params, main.attrs)
     return relay.transform.InferType()(mod)
