@@ -29,6 +29,12 @@ def forget_imported_folders(tmp_path):
     """Each test's folders define the same module names: drop them (and what MLonMCU's
     modules append to sys.path) afterwards, as a new process would start without them."""
     path = list(sys.path)
+    # extension modules an earlier test imported in this process (the installed example backends'
+    # tvm_extension.vanilla...) would shadow this test's modules of the same name: set aside
+    earlier = {name: module for name, module in sys.modules.items()
+               if name.startswith("tvm_extension.") and name.split(".")[1] not in api.RESERVED_NAMES}
+    for name in earlier:
+        del sys.modules[name]
     yield
     sys.path[:] = path
     for name, module in list(sys.modules.items()):
@@ -36,6 +42,7 @@ def forget_imported_folders(tmp_path):
             del sys.modules[name]
         elif name.split(".")[0] in ("tvmc_extension", "Vanilla_Accelerator"):
             del sys.modules[name]
+    sys.modules.update(earlier)
 
 # The backend a tutorial reader writes: stride-1, same-padded NCHW float conv2d -> one C call.
 PATTERNS = """
