@@ -526,14 +526,23 @@ int main(void) {
   for (int i = 0; i < 81; ++i) in[i] = (float)(i % 7 - 3), w[i] = (float)(i % 5 - 2);
   const kit_conv_f32_geometry ok = {1, 1, 9, 9, 1, 1, 9, 9, 1, 1, 0, 0}, wide = {2, 1, 9, 9, 1, 1, 9, 9, 1, 1, 0, 0};
   const kit_conv_f32_geometry bad = {0, 1, 9, 9, 1, 1, 9, 9, 1, 1, 0, 0};
-  printf("%d %d %d %d %d %d\n", (int)kit_conv2d_f32_nchw(in, w, NULL, NULL, NULL, out, NULL, -FLT_MAX, FLT_MAX),
-         (int)kit_depthwise_conv2d_f32_nhwc(in, w, NULL, NULL, NULL, out, &wide, -FLT_MAX, FLT_MAX),
-         (int)kit_depthwise_conv2d_f32_nchw(in, w, NULL, NULL, NULL, out, &ok, -FLT_MAX, FLT_MAX),
-         (int)kit_conv2d_f32_nhwc(NULL, w, NULL, NULL, NULL, out, &bad, -FLT_MAX, FLT_MAX),
-         (int)kit_conv_f32_check(in, w, out, &ok, 1.0f, 0.0f, 0), (int)kit_conv_f32_check(in, w, out, &ok, 0, 1, 0));
+  /* the scratch from the caller: the size get_buffer_size names, or one byte short */
+  const int32_t size = kit_conv_f32_get_buffer_size(&ok, 0, 0);
+  void* buf = malloc((size_t)size);
+  const kit_conv_f32_context ctx = {buf, size}, short_ctx = {buf, size - 1}, no_buf = {NULL, size};
+  printf("%d %d %d %d %d %d %d %d %d %d\n", (int)kit_conv2d_f32_nchw(&ctx, in, w, NULL, NULL, NULL, out, NULL, -FLT_MAX, FLT_MAX),
+         (int)kit_depthwise_conv2d_f32_nhwc(&ctx, in, w, NULL, NULL, NULL, out, &wide, -FLT_MAX, FLT_MAX),
+         (int)kit_depthwise_conv2d_f32_nchw(&ctx, in, w, NULL, NULL, NULL, out, &ok, -FLT_MAX, FLT_MAX),
+         (int)kit_conv2d_f32_nhwc(&ctx, NULL, w, NULL, NULL, NULL, out, &bad, -FLT_MAX, FLT_MAX),
+         (int)kit_conv_f32_check(in, w, out, &ok, 1.0f, 0.0f, 0), (int)kit_conv_f32_check(in, w, out, &ok, 0, 1, 0),
+         (int)kit_conv2d_f32_nchw(NULL, in, w, NULL, NULL, NULL, out, &ok, -FLT_MAX, FLT_MAX),
+         (int)kit_conv2d_f32_nchw(&short_ctx, in, w, NULL, NULL, NULL, out, &ok, -FLT_MAX, FLT_MAX),
+         (int)kit_conv2d_f32_nchw(&no_buf, in, w, NULL, NULL, NULL, out, &ok, -FLT_MAX, FLT_MAX),
+         (int)kit_conv_f32_get_buffer_size(&bad, 0, 0));
   /* a 9x9 dense conv of small integers: exact in float */
-  const int32_t status = kit_conv2d_f32_nchw(in, w, NULL, NULL, NULL, out, &ok, -FLT_MAX, FLT_MAX);
+  const int32_t status = kit_conv2d_f32_nchw(&ctx, in, w, NULL, NULL, NULL, out, &ok, -FLT_MAX, FLT_MAX);
   printf("%d %.1f\n", (int)status, out[0]);
+  free(buf);
   long long acc, multiplier, shift;
   while (scanf("%lld %lld %lld", &acc, &multiplier, &shift) == 3)
     printf("%ld %ld\n", (long)kit_requantize((int32_t)acc, (int32_t)multiplier, (int32_t)shift),
@@ -545,7 +554,7 @@ int main(void) {
 
 def test_kit_c_library_under_sanitizers(tmp_path):
     """The kit's C (tvm_extension/kit/c) built alone with -fsanitize=address,undefined: the conv
-    engine's status codes in their order and one exact result; both requantizations against the
+    engine's status codes in their order (a missing or short scratch too) and one exact result; both requantizations against the
     Python references over the whole shift range, at int32's edges."""
     kit_c = ROOT / "tvm_extension" / "kit" / "c"
     codes = limits.c_limits(kit_c / "kit_conv_f32.h", "KIT_CONV_F32_")
@@ -560,7 +569,8 @@ def test_kit_c_library_under_sanitizers(tmp_path):
                           capture_output=True, text=True, check=True)
     assert done.stderr == ""
     statuses, conv, *requantized = done.stdout.splitlines()
-    assert statuses.split() == [str(codes[c]) for c in ("EINVAL", "ESIZE", "ETAPS", "EINVAL", "ECLAMP", "OK")]
+    expected = ("EINVAL", "ESIZE", "ETAPS", "EINVAL", "ECLAMP", "OK", "EBUFFER", "EBUFFER", "EBUFFER")
+    assert statuses.split() == [str(codes[c]) for c in expected] + ["0"]  # no buffer size for a refused geometry
     weights = np.arange(81) % 5 - 2
     assert conv.split() == [str(codes["OK"]), f"{float(np.dot(np.arange(81) % 7 - 3, weights)):.1f}"]
     for (a, m, s), line in zip(cases, requantized, strict=True):

@@ -76,7 +76,7 @@ def section_sizes(map_file: Path, part_of: Callable[[str], str]) -> Dict[str, Di
 @dataclasses.dataclass
 class MemoryReport:
     """Bytes of one board build. ``stack`` is the peak measured around one inference and
-    ``heap`` what the inference took from the heap (scratch asked of TVMBackendAllocWorkspace),
+    ``heap`` what the inference took from the heap (TVMBackendAllocWorkspace, a device model's malloc),
     both None until the program ran; ``largest_frame`` the deepest kernel-library function frame
     gcc reports (-fstack-usage)."""
     sizes: Dict[str, Dict[str, int]]
@@ -111,5 +111,5 @@ class MemoryReport:
             yield f"  largest kernel-library stack frame {self.largest_frame} bytes ({self.largest_frame_function})"
         if self.stack is not None:
             yield (f"RAM {self.ram()} bytes with the peak stack of an inference ({self.stack} bytes, "
-                   f"measured), the heap it took ({self.heap or 0} bytes: scratch from TVMBackendAllocWorkspace) "
+                   f"measured), the heap it took ({self.heap or 0} bytes) "
                    f"and the inputs and outputs ({self.io} bytes)")

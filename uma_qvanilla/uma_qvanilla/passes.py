@@ -10,7 +10,7 @@ the mirror of the C's ``_get_buffer_size``): a tensor the AOT planner put in the
 import tvm
 from tvm import tir
 
-from tvm_extension.kit.calls import status_checked
+from tvm_extension.kit.calls import named_scratch, status_checked
 
 from . import scratch
 
@@ -27,8 +27,9 @@ class QVanillaConv2DPass:
         if relay_attrs is None or ATTR not in relay_attrs:
             return func
         q = {k: int(v) for k, v in relay_attrs[ATTR].items()}
+        func, work = named_scratch(func)  # its last output (patterns.py)
         buffers = [func.buffer_map[p] for p in func.params]
-        data, output, work = buffers[0], buffers[-2], buffers[-1]
+        data, output = buffers[0], buffers[-2]
         weights = next(b for b in buffers[1:-2] if b.dtype == "int16" and len(b.shape) == 2)
         params = next(b for b in buffers[1:-2] if b.dtype == "int32" and len(b.shape) == 2)
         _, ih, iw, ic = data.shape

@@ -23,6 +23,7 @@ from tvm_extension.kit.limits import c_limits
 from tvm_extension.kit.qconv_patterns import (chain_clamp, constant_operand, is_depthwise, out_channels,
                                               split_chain)
 from tvm_extension.kit.qconv_patterns import conv_problem, qconv2d_pattern  # noqa: F401  (the backend's)
+from tvm_extension.kit.workspace import scratch_tensor, take_first_outputs, with_output
 from tvm_extension.kit.quantization import chain_channel_params, rounding_code  # qvanilla.h: QVANILLA_ROUNDING_*
 from tvm_extension.uma import offloaded_functions
 
@@ -78,25 +79,8 @@ def _prepare(func: relay.Function) -> relay.Function:
     total = relay.sum(relay.cast(func.params[0], "int32"))
     for constant in (packed, params):
         total = relay.add(total, relay.sum(relay.cast(relay.const(constant), "int32")))
-    outputs = [relay.cast(relay.broadcast_to(total, [int(d) for d in func.ret_type.shape]), "int8"),
-               relay.cast(relay.broadcast_to(total, [max(nbytes, 1)]), "int8")]
-    new = relay.Function(func.params, relay.Tuple(outputs), None, func.type_params, func.attrs).with_attr(ATTR, scalars)
-    typed = relay.transform.InferType()(tvm.IRModule.from_expr(new))  # its type complete before it is added
-    return typed[typed.get_global_vars()[0]]
-
-
-class _ConvOutputs(relay.ExprMutator):
-    """Calls of the prepared functions (``gvars``) take their first output, the conv's."""
-
-    def __init__(self, gvars):
-        super().__init__()
-        self.gvars = gvars
-
-    def visit_call(self, call):
-        new = super().visit_call(call)
-        if call.op in self.gvars:  # a new call: the old one carries the old type
-            return relay.TupleGetItem(relay.Call(new.op, list(new.args), span=new.span), 0)
-        return new
+    output = relay.cast(relay.broadcast_to(total, [int(d) for d in func.ret_type.shape]), "int8")
+    return with_output(func.with_attr(ATTR, scalars), [output, scratch_tensor(func.params[0], nbytes)])
 
 
 @tvm.transform.module_pass(opt_level=0, name="PrepareQuantizedConv")
@@ -107,7 +91,4 @@ def prepare_quantized_conv(mod, _ctx):
         if ATTR not in func.attrs:
             mod[gvar] = _prepare(func)
             prepared.append(gvar)
-    if prepared:
-        main = _ConvOutputs(prepared).visit(mod["main"])
-        mod["main"] = relay.Function(main.params, main.body, None, main.type_params, main.attrs)
-    return relay.transform.InferType()(mod)
+    return take_first_outputs(mod, prepared)

@@ -6,6 +6,7 @@ from tvm import relay
 
 from tvm_extension.uma import register_backend
 from uma_vanilla import VanillaAcceleratorBackend
+from uma_vanilla.buffer_size import buffer_size
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +57,12 @@ def test_stays_on_cpu(vanilla, case, data, weight, dtype, attrs):
 
 
 def partition_ops(backend, expr, *inputs):
-    """(operators offloaded, operators left in main) of partitioning ``expr``."""
+    """(operators offloaded, operators left in main) of partitioning ``expr``; of an offloaded
+    function, those of its output (its second output is the C's scratch, see test_scratch_is_an_output)."""
     mod = backend.partition(tvm.IRModule.from_expr(relay.Function(list(inputs), expr)))
     ops = lambda f: sorted(c.op.name for c in _calls(f) if isinstance(c.op, tvm.ir.Op))
-    offloaded = [op for _, f in mod.functions.items() if f.attrs and "Compiler" in f.attrs for op in ops(f)]
+    output = lambda f: f.body.fields[0] if isinstance(f.body, relay.Tuple) else f
+    offloaded = [op for _, f in mod.functions.items() if f.attrs and "Compiler" in f.attrs for op in ops(output(f))]
     return sorted(offloaded), ops(mod["main"])
 
 
@@ -79,6 +82,23 @@ def test_nhwc_needs_no_layout_conversion(vanilla):
     # inside each function only the weights are permuted (a compile-time constant outside)
     assert offloaded == ["layout_transform", "layout_transform", "nn.conv2d", "nn.conv2d", "nn.relu"]
     assert on_cpu == [], on_cpu
+
+
+def test_scratch_is_an_output(vanilla):
+    """Each offloaded function returns (its output, the C entry's scratch of _get_buffer_size bytes),
+    so the AOT planner puts the scratch in the workspace; main takes the output."""
+    data = relay.var("data", shape=(1, 4, 8, 8))
+    conv = relay.nn.conv2d(data, relay.const(np.ones((4, 4, 3, 3), "float32")), padding=(1, 1))
+    depthwise = relay.nn.conv2d(conv, relay.const(np.ones((4, 1, 3, 3), "float32")), padding=(1, 1), groups=4)
+    mod = vanilla.partition(tvm.IRModule.from_expr(relay.Function([data], depthwise)))
+    geometry = dict(ic=4, ih=8, iw=8, oc=4, oh=8, ow=8, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=1, pad_left=1)
+    expected = sorted(buffer_size(dw, "nchw", geometry) for dw in (False, True))
+    functions = [f for _, f in mod.functions.items() if f.attrs and "Compiler" in f.attrs]
+    types = [f.ret_type.fields for f in functions]
+    assert [t[0].concrete_shape for t in types] == [(1, 4, 8, 8)] * 2
+    assert sorted(t[1].concrete_shape[0] for t in types) == expected and {t[1].dtype for t in types} == {"int8"}
+    assert min(expected) > 0 and expected[0] != expected[1]  # two sizes: each function sized for its own conv
+    assert mod["main"].checked_type.ret_type.concrete_shape == (1, 4, 8, 8)
 
 
 @pytest.mark.parametrize("case,residual_first,residual_shape,offloaded_adds", [

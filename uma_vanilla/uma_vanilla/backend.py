@@ -11,7 +11,7 @@ from .codegen import gen_includes
 from .passes import VanillaAcceleratorConv2DPass
 from .patterns import (
     conv2d_alone_pattern, conv2d_pattern, conv2d_residual_pattern, describe_output_stage, fold_weights,
-    hard_activation_reason, lift_constants, pack_weights, why_not_offloaded,
+    hard_activation_reason, lift_constants, pack_weights, plan_scratch, why_not_offloaded,
 )
 
 
@@ -41,10 +41,12 @@ class VanillaAcceleratorBackend(UMABackend):
         self._register_pattern("conv2d", conv2d_pattern(), self._offloadable)
         self._register_pattern("conv2d_bias", conv2d_pattern(activation=False), self._offloadable)
         self._register_pattern("conv2d_alone", conv2d_alone_pattern(), self._offloadable)
-        # After partitioning: every tensor a parameter, each one's role recorded, weights packed.
+        # After partitioning: every tensor a parameter, each one's role recorded, weights packed,
+        # the C's scratch an output (planned in the workspace).
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, lift_constants())
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, describe_output_stage)
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, pack_weights())
+        self._register_relay_pass(PassPhase.POST_PARTITIONING_1, plan_scratch())
         self._register_tir_pass(PassPhase.TIR_PHASE_0, VanillaAcceleratorConv2DPass())
         self._register_codegen(fmt="c", includes=gen_includes)
 

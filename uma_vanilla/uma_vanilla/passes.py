@@ -1,6 +1,6 @@
 """Vanilla's TIR pass: an offloaded function's body becomes one call of its C API, with the
-scratch memory the C asks for allocated in TIR around the call instead of on the C's stack (TVM's
-AOT build without USMP gets it from the runtime, TVMBackendAllocWorkspace).
+scratch memory the C asks for taken from the function's second output (patterns.py adds it, so the
+AOT planner places it in the workspace with the tensors).
 
 No Relay here (another engine may run this pass): what the function computes comes from its
 VanillaOutputStage attribute, recorded by patterns.py's describe pass.
@@ -8,9 +8,9 @@ VanillaOutputStage attribute, recorded by patterns.py's describe pass.
 import tvm
 from tvm import tir
 
-from tvm_extension.kit.calls import status_checked
+from tvm_extension.kit.calls import named_scratch, status_checked
 
-from .buffer_size import FLOAT, buffer_size
+from .buffer_size import buffer_size
 
 ATTR = "VanillaOutputStage"  # function attribute: what follows the conv in an offloaded function
 
@@ -23,7 +23,7 @@ class VanillaAcceleratorConv2DPass:
     The function's parameters are the input (NCHW or NHWC), the weights (packed OIHW), the bias,
     the residual and the PReLU slope (which is which: the function's VanillaOutputStage
     attribute), and the output.  The kernel pads by itself, so it reads the unpadded input, and
-    writes the function's output directly; its scratch is a buffer allocated around the call; a
+    writes the function's output directly; its scratch is the function's second output; a
     non-zero status fails the whole inference instead of returning wrong numbers.
     """
 
@@ -32,29 +32,41 @@ class VanillaAcceleratorConv2DPass:
         if relay_attrs is None or ATTR not in relay_attrs:
             return func
         stage = relay_attrs[ATTR]
+        func, work = named_scratch(func)  # its last output (patterns.py's plan_scratch)
         buffers = [func.buffer_map[p] for p in func.params]
-        ifmap, weights, result = buffers[int(stage["ifmap"])], buffers[int(stage["weights"])], buffers[-1]
-        layout = str(stage["layout"])
-        size = dict(zip(layout, (int(d) for d in ifmap.shape)))
-        out = dict(zip(layout, (int(d) for d in result.shape)))
-        oc, weight_ic, kh, kw = (int(d) for d in weights.shape)
-        depthwise = bool(int(stage["depthwise"]))
-        if weight_ic != (1 if depthwise else size["c"]) or out["c"] != oc:
-            raise ValueError(f"{func.attrs['global_symbol']}: weights {list(weights.shape)} do not fit its input and output")
-        stride_h, stride_w = (int(s) for s in stage["strides"])
-        g = dict(ic=size["c"], ih=size["h"], iw=size["w"], oc=oc, oh=out["h"], ow=out["w"], kh=kh, kw=kw,
-                 stride_h=stride_h, stride_w=stride_w, pad_top=int(stage["pad_top"]), pad_left=int(stage["pad_left"]))
+        ifmap, weights, result = buffers[int(stage["ifmap"])], buffers[int(stage["weights"])], buffers[-2]
+        layout, depthwise = str(stage["layout"]), bool(int(stage["depthwise"]))
+        g = geometry(func.attrs["global_symbol"], stage, ifmap.shape, weights.shape, result.shape)
+        nbytes = buffer_size(depthwise, layout, g)
+        assert work.dtype == "int8" and [int(d) for d in work.shape] == [max(nbytes, 1)], work
         # A left-out tensor is a null float*: typed, so the C prototype TVM declares matches the header.
         absent = tir.Var("absent", tvm.ir.PointerType(tvm.ir.PrimType("float32")))
         optional = [buffers[int(stage[role])].data if role in stage else absent for role in ("bias", "residual", "slope")]
-        sizes = [g["ic"] if not depthwise else oc, g["ih"], g["iw"]] + ([] if depthwise else [oc]) + [g["oh"], g["ow"]]
-        window = [*sizes, kh, kw, stride_h, stride_w, g["pad_top"], g["pad_left"]]
+        sizes = [g["oc"] if depthwise else g["ic"], g["ih"], g["iw"]] + ([] if depthwise else [g["oc"]]) + [g["oh"], g["ow"]]
+        window = [*sizes, *(g[k] for k in ("kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left"))]
         bounds = [tir.FloatImm("float32", float(stage[bound])) for bound in ("lo", "hi")]
         kernel = f"vanilla_depthwise_conv2d{layout}" if depthwise else f"vanilla_conv2d{layout}_general"
-        nbytes = buffer_size(depthwise, layout, g)
-        scratch = tir.Var("scratch", tvm.ir.PointerType(tvm.ir.PrimType("float32"), "global"))
-        status = tir.call_extern("int32", kernel, scratch, tir.IntImm("int32", nbytes), ifmap.data, weights.data,
+        status = tir.call_extern("int32", kernel, work.data, tir.IntImm("int32", nbytes), ifmap.data, weights.data,
                                  *optional, result.data, *window, *bounds)
         null = tir.reinterpret("handle", tir.const(0, "uint64"))
-        body = tir.LetStmt(absent, null, status_checked(status, "vanilla_status"))
-        return func.with_body(tir.Allocate(scratch, "float32", [(nbytes + FLOAT - 1) // FLOAT], tir.const(True, "bool"), body))
+        return func.with_body(tir.LetStmt(absent, null, status_checked(status, "vanilla_status")))
+
+
+def geometry(name, stage, ifmap_shape, weights_shape, result_shape) -> dict:
+    """The conv's sizes and window (the kit engine's geometry) from its description ``stage`` and
+    the shapes of its input, packed weights [oc][ic or 1][kh][kw] and output."""
+    layout = str(stage["layout"])
+    size = dict(zip(layout, (int(d) for d in ifmap_shape)))
+    out = dict(zip(layout, (int(d) for d in result_shape)))
+    oc, weight_ic, kh, kw = (int(d) for d in weights_shape)
+    if weight_ic != (1 if int(stage["depthwise"]) else size["c"]) or out["c"] != oc:
+        raise ValueError(f"{name}: weights {[int(d) for d in weights_shape]} do not fit its input and output")
+    stride_h, stride_w = (int(s) for s in stage["strides"])
+    return dict(ic=size["c"], ih=size["h"], iw=size["w"], oc=oc, oh=out["h"], ow=out["w"], kh=kh, kw=kw,
+                stride_h=stride_h, stride_w=stride_w, pad_top=int(stage["pad_top"]), pad_left=int(stage["pad_left"]))
+
+
+def scratch_bytes(name, stage, ifmap_shape, weights_shape, result_shape) -> int:
+    """The bytes of scratch the call of this conv takes (its C entry's ``_get_buffer_size``)."""
+    g = geometry(name, stage, ifmap_shape, weights_shape, result_shape)
+    return buffer_size(bool(int(stage["depthwise"])), str(stage["layout"]), g)

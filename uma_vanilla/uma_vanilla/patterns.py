@@ -18,7 +18,9 @@ from tvm_extension.kit.describe import describe_pass
 from tvm_extension.kit.layout import fold_weights_pass, pack_weights_pass
 from tvm_extension.uma import lift_constants_pass
 
-from .passes import ATTR
+from tvm_extension.kit.workspace import scratch_output_pass
+
+from .passes import ATTR, scratch_bytes
 from .target import MAX_KERNEL_SIZE, MAX_TAPS, NAME  # noqa: F401  (MAX_KERNEL_SIZE: for the backend)
 
 # Records on each offloaded function what its TIR pass reads (roles, window, clamp) as ATTR.
@@ -53,3 +55,15 @@ def lift_constants():
     """Every tensor an offloaded function reads becomes a parameter (the framework would do it
     after the backend's passes; describing the roles needs it first)."""
     return lift_constants_pass(NAME)
+
+
+def _scratch_bytes(func) -> int:
+    stage, params = func.attrs[ATTR], func.params
+    shape = lambda role: params[int(stage[role])].checked_type.shape
+    return scratch_bytes(func.attrs["global_symbol"], stage, shape("ifmap"), shape("weights"), func.ret_type.shape)
+
+
+def plan_scratch():
+    """Each call's scratch (its C entry's ``_get_buffer_size``) becomes the offloaded function's
+    second output, so the AOT planner puts it in the workspace instead of the heap."""
+    return scratch_output_pass(NAME, ATTR, _scratch_bytes, name="VanillaPlanScratch")

@@ -46,7 +46,7 @@ def kernel_call(match, attrs):
     bias = match.buffer(match.ops["relax.add"].args[1]).data if "relax.add" in match.ops else null
     lo = 0.0 if "relax.nn.relu" in match.ops else -FLT_MAX
     nbytes = buffer_size(False, "nchw", g)
-    scratch = tirx.decl_buffer(((nbytes + 3) // 4,), "float32", "vanilla_scratch")
+    scratch = tirx.decl_buffer((max(nbytes, 1),), "int8", "vanilla_scratch")
     window = [g[k] for k in ("ic", "ih", "iw", "oc", "oh", "ow", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left")]
     status = tirx.call_extern(
         "int32", "vanilla_conv2dnchw_general", scratch.data, tirx.IntImm("int32", nbytes),

@@ -999,30 +999,12 @@ int32_t kit_conv_f32_get_buffer_size(const kit_conv_f32_geometry* geometry, int3
 }
 
 #define ENTRY(name, nhwc, kind)                                                                                    \
-  int32_t name##_ctx(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights, const float* bias, \
-                     const float* residual, const float* slope, float* result,                                   \
-                     const kit_conv_f32_geometry* geometry, float lo, float hi) {                                \
+  int32_t name(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights, const float* bias,      \
+               const float* residual, const float* slope, float* result, const kit_conv_f32_geometry* geometry,  \
+               float lo, float hi) {                                                                             \
     if (geometry == NULL) return KIT_CONV_F32_EINVAL;                                                            \
     return run(ctx, ifmap, weights, bias, residual, slope, result, conv_of(geometry, nhwc), lo, hi, kind);       \
-  }                                                                                                              \
-  int32_t name(const float* ifmap, const float* weights, const float* bias, const float* residual,              \
-               const float* slope, float* result, const kit_conv_f32_geometry* geometry, float lo, float hi) {  \
-    const kit_conv_f32_context ctx = {engine_scratch, (int32_t)sizeof engine_scratch};                          \
-    return name##_ctx(&ctx, ifmap, weights, bias, residual, slope, result, geometry, lo, hi);                   \
   }
-
-/* The entries without a context share this static scratch (not reentrant): the most any engine
- * needs. */
-#define REGION(count, size) (((count) * (size) + ALIGN - 1) / ALIGN * ALIGN)
-#define MAX2(a, b) ((a) > (b) ? (a) : (b))
-enum {
-  TILE_BYTES = REGION(MR * NR, sizeof(float)),
-  PIXELS_BYTES = 2 * REGION(KMAX, SLOT) + REGION(CAP, sizeof(float)) + REGION(KMAX * NR, sizeof(float)) + TILE_BYTES,
-  DW_ROWS_BYTES = 2 * REGION(MAX_TAPS, SLOT) + REGION(CAP, sizeof(float)) + TILE_BYTES,
-  DW_PIXELS_BYTES = REGION(MAX_TAPS, SLOT) + REGION(CAP, sizeof(float)) + REGION(CAP + MAX_TAPS * NR, sizeof(float)) + TILE_BYTES,
-  MAX_SCRATCH = MAX2(PIXELS_BYTES, MAX2(DW_ROWS_BYTES, DW_PIXELS_BYTES)) + ALIGN
-};
-static unsigned char engine_scratch[MAX_SCRATCH];
 
 ENTRY(kit_conv2d_f32_nchw, 0, CONV)
 ENTRY(kit_conv2d_f32_nhwc, 1, CONV)

@@ -47,14 +47,13 @@ typedef struct {
   int32_t size;
 } kit_conv_f32_context;
 
-/* The bytes of buffer a `_ctx` entry needs for this geometry (dense if depthwise is 0, NCHW if nhwc
+/* The bytes of buffer an entry needs for this geometry (dense if depthwise is 0, NCHW if nhwc
  * is 0): at most about 37 KB, less for the engines that do not transpose weights; 0 for a geometry
  * the entries refuse.  It depends on the build's register blocks (KIT_CONV_F32_MR/NR, see the .c). */
 int32_t kit_conv_f32_get_buffer_size(const kit_conv_f32_geometry* geometry, int32_t depthwise, int32_t nhwc);
 
-/* Each entry below comes twice: `name_ctx(ctx, ...)` computes in the caller's scratch (after the
- * checks above, EBUFFER if ctx does not hold get_buffer_size bytes); `name(...)` in a static
- * scratch of the library's own (so not reentrant: for single-threaded callers). */
+/* Each entry computes in the caller's scratch ctx (after the checks above, EBUFFER if ctx does not
+ * hold get_buffer_size bytes): no static state, reentrant. */
 
 /* The whole engine: the window, then the output stage.
  *   ifmap [ic][ih][iw], weights [oc][ic][kh][kw], result [oc][oh][ow], float32;
@@ -64,34 +63,22 @@ int32_t kit_conv_f32_get_buffer_size(const kit_conv_f32_geometry* geometry, int3
  * residual may alias ifmap, not result.  Returns KIT_CONV_F32_OK or an error code above but ETAPS.
  * Each output is one chain of multiply-adds in (c, ky, kx) order from +0, so both layouts give
  * the same bits. */
-int32_t kit_conv2d_f32_nchw_ctx(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
-                                const float* bias, const float* residual, const float* slope, float* result,
-                                const kit_conv_f32_geometry* geometry, float lo, float hi);
-int32_t kit_conv2d_f32_nchw(const float* ifmap, const float* weights, const float* bias, const float* residual,
-                            const float* slope, float* result, const kit_conv_f32_geometry* geometry, float lo,
-                            float hi);
+int32_t kit_conv2d_f32_nchw(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
+                            const float* bias, const float* residual, const float* slope, float* result,
+                            const kit_conv_f32_geometry* geometry, float lo, float hi);
 /* The same on NHWC feature maps: ifmap [ih][iw][ic], residual and result [oh][ow][oc]. */
-int32_t kit_conv2d_f32_nhwc_ctx(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
-                                const float* bias, const float* residual, const float* slope, float* result,
-                                const kit_conv_f32_geometry* geometry, float lo, float hi);
-int32_t kit_conv2d_f32_nhwc(const float* ifmap, const float* weights, const float* bias, const float* residual,
-                            const float* slope, float* result, const kit_conv_f32_geometry* geometry, float lo,
-                            float hi);
+int32_t kit_conv2d_f32_nhwc(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
+                            const float* bias, const float* residual, const float* slope, float* result,
+                            const kit_conv_f32_geometry* geometry, float lo, float hi);
 
 /* Depthwise convolution (groups = channels): output channel c reads input channel c only.
  * weights [channels][kh][kw] with kh*kw <= KIT_CONV_F32_MAX_TAPS (else KIT_CONV_F32_ETAPS); window,
  * output stage and other status codes as above; the NHWC entry equals the NCHW one bit for bit. */
-int32_t kit_depthwise_conv2d_f32_nchw_ctx(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
-                                          const float* bias, const float* residual, const float* slope, float* result,
-                                          const kit_conv_f32_geometry* geometry, float lo, float hi);
-int32_t kit_depthwise_conv2d_f32_nchw(const float* ifmap, const float* weights, const float* bias,
-                                      const float* residual, const float* slope, float* result,
+int32_t kit_depthwise_conv2d_f32_nchw(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
+                                      const float* bias, const float* residual, const float* slope, float* result,
                                       const kit_conv_f32_geometry* geometry, float lo, float hi);
-int32_t kit_depthwise_conv2d_f32_nhwc_ctx(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
-                                          const float* bias, const float* residual, const float* slope, float* result,
-                                          const kit_conv_f32_geometry* geometry, float lo, float hi);
-int32_t kit_depthwise_conv2d_f32_nhwc(const float* ifmap, const float* weights, const float* bias,
-                                      const float* residual, const float* slope, float* result,
+int32_t kit_depthwise_conv2d_f32_nhwc(const kit_conv_f32_context* ctx, const float* ifmap, const float* weights,
+                                      const float* bias, const float* residual, const float* slope, float* result,
                                       const kit_conv_f32_geometry* geometry, float lo, float hi);
 
 /* The status an entry would return for these arguments (a dense entry if depthwise is 0), without

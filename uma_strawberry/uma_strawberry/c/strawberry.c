@@ -27,6 +27,8 @@ typedef struct {
   int32_t spad_bytes, dma_bytes_per_cycle, dma_setup_cycles, macs_per_cycle;
   float* mem;              /* spad_bytes / 4 elements */
   unsigned char* written;  /* one flag per element */
+  void* engine_buf;        /* the conv engine's working memory (its own, not the scratchpad's) */
+  int32_t engine_bytes;
   int64_t layer_bytes;     /* scratchpad bytes written since the layer began */
   strawberry_counters counters;
 } device;
@@ -130,9 +132,7 @@ strawberry_status strawberry_init(int32_t spad_bytes, int32_t dma_bytes_per_cycl
     free(written);
     return fail(STRAWBERRY_ENOMEM, "strawberry_init", "cannot allocate a %ld-byte scratchpad model", (long)spad_bytes);
   }
-  free(dev.mem);
-  free(dev.written);
-  memset(&dev, 0, sizeof dev);
+  strawberry_shutdown();
   dev.ready = 1;
   dev.spad_bytes = spad_bytes;
   dev.dma_bytes_per_cycle = dma_bytes_per_cycle;
@@ -182,6 +182,7 @@ const char* strawberry_last_error(void) { return last_error; }
 void strawberry_shutdown(void) {
   free(dev.mem);
   free(dev.written);
+  free(dev.engine_buf);
   memset(&dev, 0, sizeof dev);
 }
 
@@ -411,9 +412,20 @@ static strawberry_status conv(const char* entry, int nhwc, int depthwise, const 
   /* a "valid" window: the DMA padded the tile (depthwise: ic = oc, the channels) */
   const kit_conv_f32_geometry g = {c->oc, c->depthwise ? c->oc : c->ic, c->ih, c->iw, c->oh, c->ow, c->kh, c->kw,
                                    c->stride_h, c->stride_w, 0, 0};
+  /* The engine's working memory grows to the largest call's; 0 (a geometry the engine refuses)
+   * leaves it as it is, and the engine says why below. */
+  const int32_t need = kit_conv_f32_get_buffer_size(&g, c->depthwise, c->nhwc);
+  if (need > dev.engine_bytes) {
+    void* grown = realloc(dev.engine_buf, (size_t)need);
+    if (grown == NULL)
+      return fail(STRAWBERRY_ENOMEM, entry, "cannot allocate the conv engine's %ld bytes of working memory", (long)need);
+    dev.engine_buf = grown;
+    dev.engine_bytes = need;
+  }
+  const kit_conv_f32_context ctx = {dev.engine_buf, dev.engine_bytes};
   const int32_t engine = (c->depthwise ? (c->nhwc ? kit_depthwise_conv2d_f32_nhwc : kit_depthwise_conv2d_f32_nchw)
                                        : (c->nhwc ? kit_conv2d_f32_nhwc : kit_conv2d_f32_nchw))(
-      AT(in[0]), AT(in[1]), AT(in[2]), AT(in[3]), AT(in[4]), AT(out), &g, c->lo, c->hi);
+      &ctx, AT(in[0]), AT(in[1]), AT(in[2]), AT(in[3]), AT(in[4]), AT(out), &g, c->lo, c->hi);
 #undef AT
   if (engine != KIT_CONV_F32_OK)
     return fail(STRAWBERRY_EENGINE, entry, "the conv engine returned kit status %ld (kit_conv_f32.h)", (long)engine);

@@ -8,7 +8,7 @@ typedef vanilla_status (*entry_t)(const vanilla_context*, const vanilla_conv_par
                                   const float*, const vanilla_dims*, const float*, const float*, const float*,
                                   const float*, const vanilla_dims*, float*);
 
-static int32_t call(entry_t entry, float* buf, int32_t buf_size, float* input, float* filter, float* bias,
+static int32_t call(entry_t entry, int8_t* buf, int32_t buf_size, float* input, float* filter, float* bias,
                     float* residual, float* slope, float* output, int32_t ic, int32_t ih, int32_t iw, int32_t oc,
                     int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t filter_c, int32_t stride_h,
                     int32_t stride_w, int32_t pad_top, int32_t pad_left, float lo, float hi) {
@@ -19,7 +19,7 @@ static int32_t call(entry_t entry, float* buf, int32_t buf_size, float* input, f
                         output);
 }
 
-int32_t vanilla_conv2dnchw_general(float* buf, int32_t buf_size, float* input, float* filter, float* bias,
+int32_t vanilla_conv2dnchw_general(int8_t* buf, int32_t buf_size, float* input, float* filter, float* bias,
                                    float* residual, float* slope, float* output, int32_t ic, int32_t ih, int32_t iw,
                                    int32_t oc, int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
                                    int32_t stride_w, int32_t pad_top, int32_t pad_left, float lo, float hi) {
@@ -27,7 +27,7 @@ int32_t vanilla_conv2dnchw_general(float* buf, int32_t buf_size, float* input, f
               ow, kh, kw, ic, stride_h, stride_w, pad_top, pad_left, lo, hi);
 }
 
-int32_t vanilla_conv2dnhwc_general(float* buf, int32_t buf_size, float* input, float* filter, float* bias,
+int32_t vanilla_conv2dnhwc_general(int8_t* buf, int32_t buf_size, float* input, float* filter, float* bias,
                                    float* residual, float* slope, float* output, int32_t ic, int32_t ih, int32_t iw,
                                    int32_t oc, int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
                                    int32_t stride_w, int32_t pad_top, int32_t pad_left, float lo, float hi) {
@@ -35,7 +35,7 @@ int32_t vanilla_conv2dnhwc_general(float* buf, int32_t buf_size, float* input, f
               ow, kh, kw, ic, stride_h, stride_w, pad_top, pad_left, lo, hi);
 }
 
-int32_t vanilla_depthwise_conv2dnchw(float* buf, int32_t buf_size, float* input, float* filter, float* bias,
+int32_t vanilla_depthwise_conv2dnchw(int8_t* buf, int32_t buf_size, float* input, float* filter, float* bias,
                                      float* residual, float* slope, float* output, int32_t channels, int32_t ih,
                                      int32_t iw, int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
                                      int32_t stride_w, int32_t pad_top, int32_t pad_left, float lo, float hi) {
@@ -43,7 +43,7 @@ int32_t vanilla_depthwise_conv2dnchw(float* buf, int32_t buf_size, float* input,
               ih, iw, channels, oh, ow, kh, kw, 1, stride_h, stride_w, pad_top, pad_left, lo, hi);
 }
 
-int32_t vanilla_depthwise_conv2dnhwc(float* buf, int32_t buf_size, float* input, float* filter, float* bias,
+int32_t vanilla_depthwise_conv2dnhwc(int8_t* buf, int32_t buf_size, float* input, float* filter, float* bias,
                                      float* residual, float* slope, float* output, int32_t channels, int32_t ih,
                                      int32_t iw, int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
                                      int32_t stride_w, int32_t pad_top, int32_t pad_left, float lo, float hi) {

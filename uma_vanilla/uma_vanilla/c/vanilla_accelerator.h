@@ -124,21 +124,21 @@ int32_t vanilla_depthwise_conv2d_nhwc_get_buffer_size(const vanilla_conv_params*
  * entry of its name's layout (vanilla_conv2dnchw_general: vanilla_conv2d_nchw, ...), returning
  * its status.  Flat because TVM's TIR cannot build a C struct; real functions, not static inline,
  * because the Relax engine's LLVM code calls them by symbol too.  Pointers are float* as TVM
- * declares them; buf holds buf_size bytes of scratch. */
-int32_t vanilla_conv2dnchw_general(float* buf, int32_t buf_size, float* input, float* filter, float* bias,
+ * declares them; buf holds buf_size bytes of scratch (int8_t*: a planned workspace tensor). */
+int32_t vanilla_conv2dnchw_general(int8_t* buf, int32_t buf_size, float* input, float* filter, float* bias,
                                    float* residual, float* slope, float* output, int32_t ic, int32_t ih, int32_t iw,
                                    int32_t oc, int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
                                    int32_t stride_w, int32_t pad_top, int32_t pad_left, float lo, float hi);
-int32_t vanilla_conv2dnhwc_general(float* buf, int32_t buf_size, float* input, float* filter, float* bias,
+int32_t vanilla_conv2dnhwc_general(int8_t* buf, int32_t buf_size, float* input, float* filter, float* bias,
                                    float* residual, float* slope, float* output, int32_t ic, int32_t ih, int32_t iw,
                                    int32_t oc, int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
                                    int32_t stride_w, int32_t pad_top, int32_t pad_left, float lo, float hi);
 /* Depthwise: channels = ic = oc. */
-int32_t vanilla_depthwise_conv2dnchw(float* buf, int32_t buf_size, float* input, float* filter, float* bias,
+int32_t vanilla_depthwise_conv2dnchw(int8_t* buf, int32_t buf_size, float* input, float* filter, float* bias,
                                      float* residual, float* slope, float* output, int32_t channels, int32_t ih,
                                      int32_t iw, int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
                                      int32_t stride_w, int32_t pad_top, int32_t pad_left, float lo, float hi);
-int32_t vanilla_depthwise_conv2dnhwc(float* buf, int32_t buf_size, float* input, float* filter, float* bias,
+int32_t vanilla_depthwise_conv2dnhwc(int8_t* buf, int32_t buf_size, float* input, float* filter, float* bias,
                                      float* residual, float* slope, float* output, int32_t channels, int32_t ih,
                                      int32_t iw, int32_t oh, int32_t ow, int32_t kh, int32_t kw, int32_t stride_h,
                                      int32_t stride_w, int32_t pad_top, int32_t pad_left, float lo, float hi);

@@ -58,10 +58,10 @@ vanilla_status vanilla_entry_run(int32_t depthwise, int32_t nhwc, const vanilla_
   const kit_conv_f32_context c = {ctx != NULL ? ctx->buf : NULL, ctx != NULL ? ctx->size : 0};
   const float lo = params->activation.min, hi = params->activation.max;
   if (depthwise)
-    return status(nhwc ? kit_depthwise_conv2d_f32_nhwc_ctx(&c, input, filter, bias, residual, slope, output, &g, lo, hi)
-                       : kit_depthwise_conv2d_f32_nchw_ctx(&c, input, filter, bias, residual, slope, output, &g, lo, hi));
-  return status(nhwc ? kit_conv2d_f32_nhwc_ctx(&c, input, filter, bias, residual, slope, output, &g, lo, hi)
-                     : kit_conv2d_f32_nchw_ctx(&c, input, filter, bias, residual, slope, output, &g, lo, hi));
+    return status(nhwc ? kit_depthwise_conv2d_f32_nhwc(&c, input, filter, bias, residual, slope, output, &g, lo, hi)
+                       : kit_depthwise_conv2d_f32_nchw(&c, input, filter, bias, residual, slope, output, &g, lo, hi));
+  return status(nhwc ? kit_conv2d_f32_nhwc(&c, input, filter, bias, residual, slope, output, &g, lo, hi)
+                     : kit_conv2d_f32_nchw(&c, input, filter, bias, residual, slope, output, &g, lo, hi));
 }
 
 int32_t vanilla_entry_buffer_size(int32_t depthwise, int32_t nhwc, const vanilla_conv_params* params,
