@@ -1,11 +1,13 @@
-"""The one way Vanilla's tests call its C library: built with gcc (with the kit's engine and the
-plain reference, vanilla_reference.c), called through ctypes with the API's structs."""
+"""Vanilla's C library as its tests call it (``tvm_extension.testing.clib``, the way every
+backend's tests call C): built with gcc with the kit's engine and the plain reference
+(vanilla_reference.c), called through ctypes with the API's structs."""
 import ctypes
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
+
+from tvm_extension.testing import clib
 
 from uma_vanilla.codegen import KERNEL_DIR, KIT_DIR
 
@@ -39,21 +41,15 @@ class ConvParams(ctypes.Structure):
 
 
 def build(directory: Path, flags) -> ctypes.CDLL:
-    """The library (and the reference) as one shared object built with ``flags``."""
-    library = Path(directory) / "libvanilla.so"
-    subprocess.run(["gcc", *flags, "-std=c11", "-shared", "-fPIC", f"-I{KERNEL_DIR}", f"-I{KIT_DIR}", "-o", str(library),
-                    *map(str, SOURCES), str(REFERENCE), "-lm"], check=True)
-    lib = ctypes.CDLL(str(library))
-    lib.build_flags = list(flags)
-    for entry in ENTRIES:
-        getattr(lib, entry).restype = ctypes.c_int32  # (vanilla_status: an int-sized enum)
-        getattr(lib, f"{entry}_get_buffer_size").restype = ctypes.c_int32
-    lib.vanilla_conv2d_reference.restype = None
+    """The library (and the reference) as one shared object built with ``flags`` (under
+    ``clib.run_sanitized``, with the sanitizers)."""
+    lib = clib.build([*SOURCES, REFERENCE], [KERNEL_DIR, KIT_DIR], directory, "libvanilla", flags)
+    clib.prototypes(lib, ctypes.c_int32, *ENTRIES, *(f"{entry}_get_buffer_size" for entry in ENTRIES))
+    clib.prototypes(lib, None, "vanilla_conv2d_reference")
     return lib
 
 
-def _pointer(a):
-    return None if a is None else a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+_pointer = clib.pointer
 
 
 def conv(lib, layout, ifmap, weights, out_hw, stride=(1, 1), pad=(0, 0), bias=None, residual=None, slope=None,

@@ -1,0 +1,81 @@
+"""The one way tests call a backend's C library: built with gcc into a shared object and called
+through ``ctypes`` with the API's own structs, numpy arrays as the tensors.
+
+Every C test runs twice.  As shipped (``-O2``) in the test process; and under AddressSanitizer and
+UndefinedBehaviorSanitizer: ``run_sanitized`` starts the same test files in a child pytest with
+``TVM_EXTENSION_SANITIZED=1`` (``build`` then adds the sanitizers), ASan's runtime preloaded and
+Python allocating with plain ``malloc`` (so every array, numpy's and ctypes' alike, has ASan's red
+zones one element past its end).  A sanitizer report ends the child at once: the test that runs
+it fails with the report.
+"""
+import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+SANITIZED = "TVM_EXTENSION_SANITIZED"
+SANITIZE_FLAGS = ["-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
+WARNINGS = ["-Wall", "-Wextra", "-Werror"]
+
+
+class CBuildError(RuntimeError):
+    """gcc refused the library (the first error line)."""
+
+
+def sanitized() -> bool:
+    """True in the child pytest of ``run_sanitized``: libraries are built with the sanitizers."""
+    return os.environ.get(SANITIZED) == "1"
+
+
+def build(sources: Iterable[Path], include_dirs: Iterable[Path], work: Path, name: str = "lib",
+          flags: Sequence[str] = ("-O2",), std: str = "-std=c11") -> ctypes.CDLL:
+    """``sources`` as one shared object in ``work``, loaded.  ``flags`` as shipped, replaced by
+    the sanitizer flags under ``run_sanitized`` (then the ``-D`` and ``-m`` ones of ``flags`` stay)."""
+    requested = list(flags)
+    if sanitized():
+        flags = [*SANITIZE_FLAGS, *(f for f in flags if f.startswith(("-D", "-m")))]
+    library = Path(work) / f"{name}{'_sanitized' if sanitized() else ''}.so"
+    command = ["gcc", std, *WARNINGS, *flags, "-shared", "-fPIC", *(f"-I{d}" for d in include_dirs),
+               "-o", str(library), *map(str, sources), "-lm"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        first = next((l for l in done.stderr.splitlines() if "error" in l), done.stderr.strip()[:500])
+        raise CBuildError(f"gcc failed to build {library.name}: {first}")
+    lib = ctypes.CDLL(str(library))
+    lib.build_flags = requested  # what the test asked for (the sanitized build keeps its -D and -m)
+    return lib
+
+
+def prototypes(lib: ctypes.CDLL, restype, *names: str) -> None:
+    """Each of ``names`` returns ``restype`` (ctypes assumes int otherwise)."""
+    for name in names:
+        getattr(lib, name).restype = restype
+
+
+def pointer(array: Optional[np.ndarray], ctype=ctypes.c_float):
+    """``array``'s data as a ``ctype*`` (NULL for None); the array must outlive the call."""
+    return None if array is None else array.ctypes.data_as(ctypes.POINTER(ctype))
+
+
+def run_sanitized(test_files: Sequence[Path], *pytest_args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    """``test_files`` in a child pytest against the sanitized builds: (returncode, output).  Only
+    Python's output is captured there, so a report the C writes to stderr reaches the output."""
+    asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True).stdout.strip()
+    env = {**os.environ, SANITIZED: "1", "LD_PRELOAD": asan, "PYTHONMALLOC": "malloc",
+           # Python keeps objects alive at exit by design: leaks are not the C's, so not reported
+           "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1", "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+    cwd = Path(test_files[0]).resolve().parent.parent  # the backend folder: its pytest configuration
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--capture=sys", *map(str, test_files),
+                           *pytest_args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_clean(done: subprocess.CompletedProcess) -> None:
+    """The sanitized run passed and no sanitizer said anything."""
+    output = done.stdout + done.stderr
+    report = next((l for l in output.splitlines() if "Sanitizer" in l or "runtime error:" in l), None)
+    assert report is None, output[-6000:]
+    assert done.returncode == 0, output[-6000:]
