@@ -5,13 +5,7 @@ import numpy as np
 import pytest
 
 from uma_vanilla.buffer_size import buffer_size as mirror
-from vanilla_c import STATUS, build, buffer_size, conv
-
-# The library as the host build compiles it (-O2: SSE2, a multiply then an add), with the host's
-# vector units and FMA (-O3 -march=native: fmaf, 8 x 16 register blocks on AVX-512), and with odd
-# register blocks (3 x 6, half-width kernel of 3 lanes) that leave partial blocks everywhere.
-FLAGS = {"O2": ["-O2"], "native": ["-O3", "-march=native"],
-         "odd_blocks": ["-O2", "-DKIT_CONV_F32_MR=3", "-DKIT_CONV_F32_NR=6"]}
+from vanilla_c import FLAGS, STATUS, build, buffer_size, conv
 
 
 @pytest.fixture(scope="module", params=list(FLAGS))

@@ -8,4 +8,4 @@ HERE = Path(__file__).parent
 
 
 def test_c_tests_pass_under_sanitizers():
-    clib.assert_clean(clib.run_sanitized([HERE / "test_vanilla_kernel.py"]))
+    clib.assert_clean(clib.run_sanitized([HERE / "test_vanilla_kernel.py", HERE / "test_vanilla_c_api.py"]))

@@ -18,6 +18,14 @@ REFERENCE = Path(__file__).with_name("vanilla_reference.c")
 STATUS = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*VANILLA_(\w+) = (\d+)", HEADER.read_text(), re.MULTILINE)}
 FLT_MAX = float(np.finfo(np.float32).max)
 ENTRIES = [f"vanilla_{op}_{layout}" for op in ("conv2d", "depthwise_conv2d") for layout in ("nchw", "nhwc")]
+# What the compiler's generated C calls (vanilla_accelerator.c): flat arguments, no structs.
+FLAT = {(layout, depthwise): f"vanilla_depthwise_conv2d{layout}" if depthwise else f"vanilla_conv2d{layout}_general"
+        for layout in ("nchw", "nhwc") for depthwise in (False, True)}
+# The library as the host build compiles it (-O2: SSE2, a multiply then an add), with the host's
+# vector units and FMA (-O3 -march=native: fmaf, 8 x 16 register blocks on AVX-512), and with odd
+# register blocks (3 x 6, half-width kernel of 3 lanes) that leave partial blocks everywhere.
+FLAGS = {"O2": ["-O2"], "native": ["-O3", "-march=native"],
+         "odd_blocks": ["-O2", "-DKIT_CONV_F32_MR=3", "-DKIT_CONV_F32_NR=6"]}
 
 
 class HW(ctypes.Structure):
@@ -46,6 +54,11 @@ def build(directory: Path, flags) -> ctypes.CDLL:
     lib = clib.build([*SOURCES, REFERENCE], [KERNEL_DIR, KIT_DIR], directory, "libvanilla", flags)
     clib.prototypes(lib, ctypes.c_int32, *ENTRIES, *(f"{entry}_get_buffer_size" for entry in ENTRIES))
     clib.prototypes(lib, None, "vanilla_conv2d_reference")
+    tensors = [ctypes.POINTER(ctypes.c_float)] * 6
+    for (_, depthwise), name in FLAT.items():  # (float arguments need their types)
+        getattr(lib, name).argtypes = [ctypes.POINTER(ctypes.c_int8), ctypes.c_int32, *tensors,
+                                       *[ctypes.c_int32] * (11 if depthwise else 12), ctypes.c_float, ctypes.c_float]
+        getattr(lib, name).restype = ctypes.c_int32
     return lib
 
 
@@ -89,3 +102,31 @@ def buffer_size(lib, layout, g, depthwise=False) -> int:
             Dims(1, g["oh"], g["ow"], g["oc"]))
     entry = f"vanilla_{'depthwise_' if depthwise else ''}conv2d_{layout}_get_buffer_size"
     return getattr(lib, entry)(ctypes.byref(params), *(ctypes.byref(d) for d in dims))
+
+
+def flat(lib, layout, depthwise, arrays, ints, lo=-FLT_MAX, hi=FLT_MAX, scratch=0) -> int:
+    """The status of one call of the flat entry on ``arrays`` as they are (input, filter, bias,
+    residual, slope, output; None: NULL) and ``ints`` (ic, ih, iw, oc, oh, ow, kh, kw, stride, pad;
+    depthwise: channels, ih, iw, oh, ow, ...); its scratch an array of exactly ``scratch`` bytes
+    (NULL for 0 or less), so the sanitized run sees a byte beyond it."""
+    buf = np.zeros(scratch, np.int8) if scratch > 0 else None
+    entry = getattr(lib, FLAT[layout, depthwise])
+    return entry(_pointer(buf, ctypes.c_int8), scratch, *map(_pointer, arrays), *ints, lo, hi)
+
+
+def flat_conv(lib, layout, ifmap, weights, out_hw, stride=(1, 1), pad=(0, 0), bias=None, residual=None, slope=None,
+              lo=-FLT_MAX, hi=FLT_MAX, depthwise=False, scratch=None):
+    """``conv`` through the flat entry, as generated code calls it: (status, NCHW result); the
+    scratch is exactly the entry's _get_buffer_size unless ``scratch`` gives the bytes."""
+    to_layout = (lambda a: np.ascontiguousarray(a.transpose(1, 2, 0))) if layout == "nhwc" else (lambda a: a)
+    oc, kh, kw = weights.shape[0], *weights.shape[-2:]
+    (ic, ih, iw), (oh, ow) = ifmap.shape, out_hw
+    if scratch is None:
+        g = dict(ic=ic, ih=ih, iw=iw, oc=oc, oh=oh, ow=ow, kh=kh, kw=kw, stride_h=stride[0], stride_w=stride[1],
+                 pad_top=pad[0], pad_left=pad[1])
+        scratch = buffer_size(lib, layout, g, depthwise)
+    result = to_layout(np.full((oc, oh, ow), np.nan, np.float32))
+    sizes = [oc, ih, iw, oh, ow] if depthwise else [ic, ih, iw, oc, oh, ow]
+    arrays = [to_layout(ifmap), weights, bias, None if residual is None else to_layout(residual), slope, result]
+    status = flat(lib, layout, depthwise, arrays, [*sizes, kh, kw, *stride, *pad], lo, hi, scratch)
+    return status, result.transpose(2, 0, 1) if layout == "nhwc" else result
