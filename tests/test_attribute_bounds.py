@@ -55,7 +55,7 @@ def test_out_of_range_attribute_is_one_line(tmp_path, target, attr, value, bound
 
 def test_in_range_ends_compile(tmp_path):
     """Both ends of max_kernel_size are accepted (and the model then compiles)."""
-    low, high = VanillaAcceleratorBackend.target_attr_ranges["max_kernel_size"]
+    low, high = uma.attr_ranges(VanillaAcceleratorBackend())["max_kernel_size"]
     for value, spelling in ((low, "flag"), (high, "string")):
         out = tmp_path / f"{value}.tar"
         target = ["--target", "vanilla_accelerator", "--target-vanilla_accelerator-max_kernel_size", str(value)] \

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from conftest import VANILLA_EXT, assert_close, onnxruntime_reference, run_tvmc, tvm_cpu_reference
 from test_property_graphs import EXAMPLES, SEED, _layer, _out_size, conv_layer, float_model, offloaded_convs, qdq_model
 from tvm_extension.mlf import build
-from uma_chocolate.backend import ATTR_RANGES as CHOCOLATE_RANGES
+from uma_chocolate.target import ATTR_RANGES as CHOCOLATE_RANGES
 from uma_strawberry.tiling import ATTR_RANGES as STRAWBERRY_RANGES
 from uma_vanilla.backend import VanillaAcceleratorBackend
+from uma_vanilla.target import ATTR_RANGES as VANILLA_RANGES
 
 
 # Half test_property_graphs' count per test: each example is a compile, a gcc build and a run.
@@ -70,7 +71,7 @@ def in_range(low, high):
 
 @st.composite
 def vanilla_attrs(draw):
-    return {attr: draw(in_range(*bounds)) for attr, bounds in VanillaAcceleratorBackend.target_attr_ranges.items()}
+    return {attr: draw(in_range(*bounds)) for attr, bounds in VANILLA_RANGES.items()}
 
 
 @st.composite
@@ -157,7 +158,7 @@ def test_chocolate_float_runs_what_it_offloads(spec, attrs, tmp_path_factory):
 def test_vanilla_9x9_depthwise_at_the_largest_max_kernel_size(tmp_path):
     """max_kernel_size at its maximum let a 9x9 depthwise conv through, which the kernel refused
     (81 taps, VANILLA_ETAPS); an 8x8 one (64 taps) is offloaded and runs."""
-    largest = VanillaAcceleratorBackend.target_attr_ranges["max_kernel_size"][1]
+    largest = VANILLA_RANGES["max_kernel_size"][1]
     for kernel, offloaded in (((9, 9), 0), ((8, 8), 1)):
         layer = _layer(group=3, out=3, kernel=kernel, pads=[4, 4, 4, 4], shape=(3, 13 - kernel[0] % 2, 13 - kernel[1] % 2))
         spec = dict(input=(1, 3, 12, 12), layers=[layer], seed=5)

@@ -41,6 +41,30 @@ def assert_one_line_error(done, *fragments):
     return lines[0]
 
 
+def relay_modules_loaded_by(*modules: str) -> list:
+    """The ``tvm.relay`` modules a fresh interpreter has loaded after importing ``modules``."""
+    code = (f"import sys\nimport {', '.join(modules)}\n"
+            "print(sorted(m for m in sys.modules if m == 'tvm.relay' or m.startswith('tvm.relay.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return eval(done.stdout)  # noqa: S307  (a list of names, printed just above)
+
+
+def assert_relay_free(package: str, *extra: str):
+    """A backend's description apart from Relay (issue 22, item 5): its TIR pass, target and
+    codegen modules (and ``extra`` ones) import without loading ``tvm.relay``, so a second engine
+    can reuse them; its patterns module does load it (so the check sees Relay where it is)."""
+    assert relay_modules_loaded_by(*(f"{package}.{m}" for m in ("passes", "target", "codegen", *extra))) == []
+    assert "tvm.relay" in relay_modules_loaded_by(f"{package}.patterns")
+
+
+def assert_registers_target(backend, target):
+    """The backend registers its target.py: name, attribute defaults and bounds in one place."""
+    assert backend.target_name == target.NAME
+    assert backend._target_attrs == target.ATTRIBUTES
+    assert dict(getattr(backend, "target_attr_ranges", None) or {}) == getattr(target, "ATTR_RANGES", {})
+
+
 def mlf_sources(archive_path):
     """{member name: text} of the generated and library C in an MLF."""
     with tarfile.open(archive_path) as archive:

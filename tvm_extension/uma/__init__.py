@@ -8,8 +8,8 @@ import importlib
 
 _MODULES = {
     "lower": ["lift_constants_pass", "offloaded_functions"],
-    "register": ["BackendError", "attr_ranges", "configure", "register_backend", "registered_backends",
-                 "target_attrs"],
+    "register": ["BackendError", "attr_ranges", "configure", "register_backend", "register_target",
+                 "registered_backends", "target_attrs"],
     "config": ["COMPILE_LOCK", "CompileSettings", "TargetConfig", "compiling", "config_of", "current", "settings",
                "with_target"],
     "codegen": ["BackendFailure", "backend_failure", "c_library"],

@@ -83,6 +83,15 @@ def attr_ranges(backend) -> Dict[str, tuple]:
     return dict(getattr(backend, "target_attr_ranges", None) or {})
 
 
+def register_target(backend, target) -> None:
+    """Register a backend's Relay-free target description ``target`` (a module with ``ATTRIBUTES``,
+    {name: default}, and ``ATTR_RANGES``, see ``attr_ranges``) on ``backend``, in its ``__init__``:
+    each attribute with its default, and the bounds checked when a target is parsed."""
+    for name, default in target.ATTRIBUTES.items():
+        backend._register_target_attr(name, default=default)
+    backend.target_attr_ranges = dict(getattr(target, "ATTR_RANGES", {}))
+
+
 def _range_text(allowed) -> str:
     if all(isinstance(a, str) for a in allowed):
         return "one of " + ", ".join(repr(a) for a in allowed)

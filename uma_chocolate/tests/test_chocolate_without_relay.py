@@ -1,29 +1,14 @@
 """Item 5 of issue 22: the backend's description apart from Relay.  The C library, the target's
 attributes (target.py), the TIR pass (passes.py) and codegen import without `tvm.relay`, so a
 second engine can reuse them; only patterns.py (and backend.py's UMA wiring) speak Relay."""
-import subprocess
-import sys
-
-PROBE = """
-import sys
-import uma_chocolate.codegen, uma_chocolate.passes, uma_chocolate.target
-relay = sorted(name for name in sys.modules if name == "tvm.relay" or name.startswith("tvm.relay."))
-print(len(relay), relay[:5])
-"""
+from tvm_extension.testing import assert_registers_target, assert_relay_free
 
 
 def test_passes_target_and_codegen_import_without_relay():
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("0 []"), done.stdout
+    assert_relay_free("uma_chocolate")
 
 
-def test_the_backend_still_registers_from_target():
-    """backend.py registers target.py's attributes and ranges (one place for names and defaults)."""
-    from uma_chocolate import target
-    from uma_chocolate.backend import ChocolateBackend as Backend
+def test_the_backend_registers_target_py():
+    from uma_chocolate import ChocolateBackend, target
 
-    backend = Backend()
-    assert backend.target_name == target.NAME
-    assert backend.target_attr_ranges == target.ATTR_RANGES
-    assert backend._target_attrs == target.ATTRIBUTES
+    assert_registers_target(ChocolateBackend(), target)

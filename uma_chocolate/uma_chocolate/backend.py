@@ -5,7 +5,7 @@ from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from tvm_extension.kit.fold import fold_batch_norm_pass
 from tvm_extension.kit.layout import as_kernel_layout, fold_weights_pass, offload_layout_pass
-from tvm_extension.uma import config_of
+from tvm_extension.uma import config_of, register_target
 
 from .codegen import gen_includes
 from .passes import tiling_pass
@@ -13,6 +13,7 @@ from .patterns import (
     chain_problem, conv2d_alone_pattern, conv2d_pattern, core_problem, float_chain_problem, prepare_core_conv,
     qconv2d_pattern, validate_config,
 )
+from . import target
 from .schedule import Core
 from .target import ATTR_RANGES, ATTRIBUTES, LIMITS, NAME, ConfigError, core_of  # noqa: F401  (re-exported)
 
@@ -20,12 +21,9 @@ from .target import ATTR_RANGES, ATTRIBUTES, LIMITS, NAME, ConfigError, core_of 
 class ChocolateBackend(UMABackend):
     """A tile_m x tile_n x tile_k int8 matrix core with a scratchpad and a DMA engine."""
 
-    target_attr_ranges = ATTR_RANGES
-
     def __init__(self):
         super().__init__(merge_compiler_regions=False)
-        for name, default in ATTRIBUTES.items():
-            self._register_target_attr(name, default=default)
+        register_target(self, target)  # the core's shape, scratchpad and rates (target.py)
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, validate_config(self))
         # Float: weights as constants, batch norm folded into the conv, explicit pads into the
         # conv (the DMA pads on the way in).  int8 ONNX QDQ: the integer chain.

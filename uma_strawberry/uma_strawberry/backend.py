@@ -4,7 +4,7 @@ from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from tvm_extension.kit.fold import fold_batch_norm_pass, unflatten_prelu_pass
-from tvm_extension.uma import config_of
+from tvm_extension.uma import config_of, register_target
 
 from .codegen import gen_includes
 from .passes import StrawberryDMAPass, lower_scratchpad_access
@@ -13,21 +13,19 @@ from .patterns import (
     hard_activation_reason, lift_constants, pack_weights, validate_config, why_not_offloaded,
 )
 from .strategies import STRATEGIES
-from .target import ATTR_RANGES, ATTRIBUTES, NAME
+from . import target
+from .target import NAME
 from .tiling import Config
 
 
 class StrawberryBackend(UMABackend):
     """Vanilla's conv engine with a scratchpad of its own and a DMA engine."""
 
-    target_attr_ranges = ATTR_RANGES  # checked when the target is parsed
-
     def __init__(self):
         # One engine call sequence per conv: adjacent convs must not merge into one function.
         super().__init__(merge_compiler_regions=False)
         # The chip (target.py): its scratchpad's size and partitions, the DMA's and engine's rates.
-        for name, default in ATTRIBUTES.items():
-            self._register_target_attr(name, default=default)
+        register_target(self, target)
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, validate_config(self))
         # As Vanilla: weights as constants, batch norm and TFLite's PReLU folded, explicit pads
         # folded into the conv (the DMA pads on the way in).

@@ -4,6 +4,7 @@ import pytest
 import tvm
 from tvm import relay
 
+from tvm_extension.testing import assert_registers_target, assert_relay_free
 from tvm_extension.uma import register_backend
 from uma_vanilla import VanillaAcceleratorBackend
 from uma_vanilla.buffer_size import buffer_size
@@ -144,15 +145,8 @@ def test_prelu(vanilla, case, layout, slope_shape, axis, prelu_offloaded):
 
 def test_target_passes_and_codegen_import_without_relay():
     """The C library, the target's attributes and the TIR pass need no Relay (another engine may
-    use them): importing them in a fresh interpreter loads no tvm.relay module."""
-    import subprocess
-    import sys
-
-    code = ("import sys; import uma_vanilla.passes, uma_vanilla.target, uma_vanilla.codegen; "
-            "print(sorted(m for m in sys.modules if m == 'tvm.relay' or m.startswith('tvm.relay.')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]", done.stdout
-    # and the target's attributes are the backend's
+    use them); the backend registers target.py's attributes and bounds."""
+    assert_relay_free("uma_vanilla", "buffer_size")
     from uma_vanilla import target
     assert target.ATTRIBUTES == {"max_kernel_size": 7, "cflags": ""} and target.ATTR_RANGES == {"max_kernel_size": (1, 8)}
+    assert_registers_target(VanillaAcceleratorBackend(), target)

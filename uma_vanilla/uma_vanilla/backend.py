@@ -4,7 +4,7 @@ from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from tvm_extension.kit.fold import fold_batch_norm_pass, unflatten_prelu_pass
-from tvm_extension.uma import config_of
+from tvm_extension.uma import config_of, register_target
 
 from . import target
 from .codegen import gen_includes
@@ -18,14 +18,11 @@ from .patterns import (
 class VanillaAcceleratorBackend(UMABackend):
     """UMA backend for VanillaAccelerator."""
 
-    # Checked when the target is parsed (target.py: max_kernel_size at most 8).
-    target_attr_ranges = target.ATTR_RANGES
-
     def __init__(self):
         # One kernel call per conv: adjacent convs must not merge into one function.
         super().__init__(merge_compiler_regions=False)
-        for name, default in target.ATTRIBUTES.items():  # (what each means: target.py)
-            self._register_target_attr(name, default=default)
+        # Its attributes, defaults and bounds (target.py: max_kernel_size at most 8).
+        register_target(self, target)
         # Its DMA reads NCHW and NHWC feature maps: models keep their layout, no transposes.
         # Weights only need to be constants (TFLite's float16 ones are cast first).
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, fold_weights())
