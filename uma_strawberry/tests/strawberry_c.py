@@ -14,7 +14,8 @@ from uma_strawberry.codegen import KERNEL_DIR, KIT_DIR
 HEADER = KERNEL_DIR / "strawberry.h"
 SOURCES = [KERNEL_DIR / "strawberry.c", KIT_DIR / "kit_conv_f32.c"]
 # The header's status codes: {"OK": 0, "ENOTREADY": 1, ...}
-STATUS = {m.group(1): int(m.group(2)) for m in re.finditer(r"\bSTRAWBERRY_(E\w+|OK) = (\d+)", HEADER.read_text())}
+STATUS = {m.group(1): int(m.group(2))
+          for m in re.finditer(r"^\s*STRAWBERRY_(E\w+|OK) = (\d+)", HEADER.read_text(), re.MULTILINE)}
 CONV_ENTRIES = [f"strawberry_{op}_{layout}" for op in ("conv2d", "depthwise_conv2d") for layout in ("nchw", "nhwc")]
 
 # The header's packing functions are `static inline` (ctypes cannot reach them): exported under
@@ -81,7 +82,7 @@ def build(directory: Path, flags=("-O2", "-pedantic")) -> ctypes.CDLL:
         _sanitizer_reports_to_files(os.environ[REPORTS])
     packing = Path(directory) / "strawberry_packing.c"
     packing.write_text(PACKING)
-    lib = clib.build([*SOURCES, packing], [KERNEL_DIR, KIT_DIR], directory, "libstrawberry", flags, std="-std=c99")
+    lib = clib.build([*SOURCES, packing], [KERNEL_DIR, KIT_DIR], directory, "strawberry", flags, std="-std=c99")
     return prototypes(lib)
 
 
