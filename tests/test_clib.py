@@ -1,12 +1,16 @@
-"""tvm_extension.testing.clib, the one way tests call C: a sanitizer report in the C fails the
-sanitized run (with the report), a clean library passes it, and gcc's refusal is one line."""
+"""tvm_extension.testing.clib, the one way tests call C: a sanitizer report in the C (a read past
+an array, a signed overflow) fails the sanitized run with the report, even from a test that
+captures fd 2; a clean library passes it; gcc's refusal is one line."""
 import textwrap
 
 import pytest
 
 from tvm_extension.testing import clib
 
-LIBRARY = "float read_at(const float* p, int i) { return p[i]; }\n"
+LIBRARY = """#include <limits.h>
+float read_at(const float* p, int i) { return p[i]; }
+int add(int a, int b) { return a + b; }
+"""
 
 TESTS = textwrap.dedent('''
     import ctypes
@@ -16,25 +20,29 @@ TESTS = textwrap.dedent('''
 
     from tvm_extension.testing import clib
 
-    def test_reads(tmp_path):
+    def test_reads(tmp_path, capfd):  # capfd holds fd 2: the report must still come out
         lib = clib.build([Path(__file__).with_name("lib.c")], [], tmp_path)
         clib.prototypes(lib, ctypes.c_float, "read_at")
         array = np.arange(300, dtype=np.float32)
         assert lib.read_at(clib.pointer(array), INDEX) >= 0
+        assert lib.add(2**31 - 1, ADDEND) != 0
 ''')
 
 
-@pytest.mark.parametrize("index, clean", [(299, True), (300, False)], ids=["inside", "one past the end"])
-def test_sanitized_run_reports_a_read_past_an_array(tmp_path, index, clean):
+@pytest.mark.parametrize("index, addend, report", [
+    (299, 0, None), (300, 0, "AddressSanitizer: heap-buffer-overflow"),
+    (299, 1, "runtime error: signed integer overflow")], ids=["clean", "one past the end", "int overflow"])
+def test_sanitized_run_reports_undefined_behaviour(tmp_path, index, addend, report):
     folder = tmp_path / "backend" / "tests"
     folder.mkdir(parents=True)
     (folder / "lib.c").write_text(LIBRARY)
-    (folder / "test_lib.py").write_text(TESTS.replace("INDEX", str(index)))
+    (folder / "test_lib.py").write_text(TESTS.replace("INDEX", str(index)).replace("ADDEND", str(addend)))
     done = clib.run_sanitized([folder / "test_lib.py"])
-    if clean:
+    if report is None:
         clib.assert_clean(done)
     else:
-        assert done.returncode != 0 and "AddressSanitizer: heap-buffer-overflow" in done.stdout + done.stderr
+        assert done.returncode != 0 and report in done.stderr, done.stdout + done.stderr
+        assert "lib.c" in done.stderr  # where, in the C
         with pytest.raises(AssertionError):
             clib.assert_clean(done)
 

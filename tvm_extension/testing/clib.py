@@ -10,14 +10,17 @@ it fails with the report.
 """
 import ctypes
 import os
+import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
 SANITIZED = "TVM_EXTENSION_SANITIZED"
+REPORTS = "TVM_EXTENSION_SANITIZER_REPORTS"  # where the child's sanitizers write (run_sanitized)
 SANITIZE_FLAGS = ["-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
 WARNINGS = ["-Wall", "-Wextra", "-Werror"]
 
@@ -36,6 +39,8 @@ def build(sources: Iterable[Path], include_dirs: Iterable[Path], work: Path, nam
     """``sources`` as one shared object in ``work``, loaded.  ``flags`` as shipped, replaced by
     the sanitizer flags under ``run_sanitized`` (then the ``-D`` and ``-m`` ones of ``flags`` stay)."""
     requested = list(flags)
+    if sanitized() and os.environ.get(REPORTS):
+        _reports_to_files(os.environ[REPORTS])
     if sanitized():
         flags = [*SANITIZE_FLAGS, *(f for f in flags if f.startswith(("-D", "-m")))]
     library = Path(work) / f"{name}{'_sanitized' if sanitized() else ''}.so"
@@ -50,6 +55,14 @@ def build(sources: Iterable[Path], include_dirs: Iterable[Path], work: Path, nam
     return lib
 
 
+def _reports_to_files(path: str) -> None:
+    """Each sanitizer runtime writes its reports to ``path``.<pid>: ASan and GCC's UBSan (a
+    library of its own, which does not read ``log_path`` from its options here) each told so."""
+    for runtime in ("libasan.so", "libubsan.so"):
+        found = subprocess.run(["gcc", f"-print-file-name={runtime}"], capture_output=True, text=True, check=True)
+        ctypes.CDLL(found.stdout.strip()).__sanitizer_set_report_path(path.encode())
+
+
 def prototypes(lib: ctypes.CDLL, restype, *names: str) -> None:
     """Each of ``names`` returns ``restype`` (ctypes assumes int otherwise)."""
     for name in names:
@@ -62,15 +75,26 @@ def pointer(array: Optional[np.ndarray], ctype=ctypes.c_float):
 
 
 def run_sanitized(test_files: Sequence[Path], *pytest_args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    """``test_files`` in a child pytest against the sanitized builds: (returncode, output).  Only
-    Python's output is captured there, so a report the C writes to stderr reaches the output."""
+    """``test_files`` in a child pytest against the sanitized builds: (returncode, output).
+
+    The sanitizers write their reports to files (a test reading fd 2 with ``capfd`` would
+    otherwise swallow them, and lose them with the process a report ends), appended to the
+    returned stderr with each stack cut to its first frames (the C's; the rest is Python's)."""
     asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True).stdout.strip()
-    env = {**os.environ, SANITIZED: "1", "LD_PRELOAD": asan, "PYTHONMALLOC": "malloc",
-           # Python keeps objects alive at exit by design: leaks are not the C's, so not reported
-           "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1", "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
     cwd = Path(test_files[0]).resolve().parent.parent  # the backend folder: its pytest configuration
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--capture=sys", *map(str, test_files),
-                           *pytest_args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    with tempfile.TemporaryDirectory(prefix="sanitizer-reports-") as reports:
+        env = {**os.environ, SANITIZED: "1", REPORTS: f"{reports}/report", "LD_PRELOAD": asan, "PYTHONMALLOC": "malloc",
+               # Python keeps objects alive at exit by design: leaks are not the C's, so not reported
+               "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1", "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *map(str, test_files),
+                               *pytest_args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        done.stderr += "".join(_short(report.read_text(errors="replace")) for report in sorted(Path(reports).iterdir()))
+    return done
+
+
+def _short(report: str, frames: int = 6) -> str:
+    return "".join(line for line in report.splitlines(keepends=True)
+                   if not (frame := re.match(r"\s+#(\d+) ", line)) or int(frame.group(1)) < frames)
 
 
 def assert_clean(done: subprocess.CompletedProcess) -> None:

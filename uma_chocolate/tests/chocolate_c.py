@@ -91,23 +91,9 @@ POINTERS = {"chocolate_begin": [I32] * 6, "chocolate_dma_im2col": [I32, VOID, I3
 ARGTYPES = {**POINTERS, "chocolate_get_counters": [VOID], "chocolate_conv_s8_ref": [VOID] * 6,
             "chocolate_conv_f32_ref": [VOID] * 5}
 
-# The tests read what the C prints on fd 2 with pytest's capfd, which would also swallow a
-# sanitizer's report (lost with the process the report ends): under clib.run_sanitized the
-# sanitizers write on the stderr the process started with (taken at import, before any test).
-_STDERR = os.dup(2) if clib.sanitized() else None
-
-
-def _sanitizer_reports_to_stderr():
-    for runtime in ("libasan.so", "libubsan.so"):  # each has its own report file
-        path = subprocess.run(["gcc", f"-print-file-name={runtime}"], capture_output=True, text=True, check=True)
-        ctypes.CDLL(path.stdout.strip()).__sanitizer_set_report_fd(ctypes.c_void_p(_STDERR))
-
-
 def build(directory: Path, flags=("-O2",)) -> ctypes.CDLL:
     """The library, the reference and the exported packing functions as one shared object built
     as C99 with ``flags`` (under ``clib.run_sanitized``, with the sanitizers; -D flags stay)."""
-    if clib.sanitized():
-        _sanitizer_reports_to_stderr()
     packing = Path(directory) / "chocolate_packing.c"
     packing.write_text(PACKING)
     lib = clib.build([CHOCOLATE / "chocolate.c", REFERENCE / "chocolate_conv_ref.c", packing],

@@ -2,9 +2,7 @@
 backend's tests call C): strawberry.c with the kit's conv engine, built with gcc, called through
 ctypes with the header's structs."""
 import ctypes
-import os
 import re
-import subprocess
 from pathlib import Path
 
 from tvm_extension.testing import clib
@@ -63,23 +61,9 @@ class Counters(ctypes.Structure):
         return {name: getattr(self, name) for name, _ in self._fields_}
 
 
-# The tests read what the C prints on fd 2 with pytest's capfd, which would also swallow a
-# sanitizer's report (and lose it with the process the report ends): test_strawberry_sanitized.py
-# names files for the reports in this variable (each runtime then writes <path>.<pid>).
-REPORTS = "STRAWBERRY_SANITIZER_REPORTS"
-
-
-def _sanitizer_reports_to_files(path: str) -> None:
-    for runtime in ("libasan.so", "libubsan.so"):  # each has its own report file
-        found = subprocess.run(["gcc", f"-print-file-name={runtime}"], capture_output=True, text=True, check=True)
-        ctypes.CDLL(found.stdout.strip()).__sanitizer_set_report_path(path.encode())
-
-
 def build(directory: Path, flags=("-O2", "-pedantic")) -> ctypes.CDLL:
     """The library (and the exported packing function) as one shared object (under
     ``clib.run_sanitized``, with the sanitizers)."""
-    if clib.sanitized() and os.environ.get(REPORTS):
-        _sanitizer_reports_to_files(os.environ[REPORTS])
     packing = Path(directory) / "strawberry_packing.c"
     packing.write_text(PACKING)
     lib = clib.build([*SOURCES, packing], [KERNEL_DIR, KIT_DIR], directory, "strawberry", flags, std="-std=c99")
