@@ -62,9 +62,8 @@ LIBRARY_FOLDERS = {name: Path(importlib.util.find_spec(f"uma_{name}").origin).pa
 LIBRARY_FOLDERS["kit"] = data_folder("tvm_extension.kit", "c")
 QVANILLA_C = LIBRARY_FOLDERS["qvanilla"]
 QVANILLA_LIBRARY = sorted(QVANILLA_C.glob("*.c"))  # every C file of its folder, as an MLF ships it
-KERNEL_LIBRARIES = ["kit/kit_conv_f32.c", "vanilla/vanilla_accelerator.c",
-                    *(f"qvanilla/{p.name}" for p in QVANILLA_LIBRARY),
-                    "strawberry/strawberry.c", "chocolate/chocolate.c"]
+# every C file of each library's folder, as an MLF ships it
+KERNEL_LIBRARIES = [f"{name}/{p.name}" for name, folder in LIBRARY_FOLDERS.items() for p in sorted(folder.glob("*.c"))]
 
 
 @pytest.fixture(scope="module")

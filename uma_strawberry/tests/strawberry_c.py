@@ -1,5 +1,5 @@
 """Strawberry's C library as its tests call it (``tvm_extension.testing.clib``, the way every
-backend's tests call C): strawberry.c with the kit's conv engine, built with gcc, called through
+backend's tests call C): strawberry_*.c with the kit's conv engine, built with gcc, called through
 ctypes with the header's structs."""
 import ctypes
 import re
@@ -10,7 +10,7 @@ from tvm_extension.testing import clib
 from uma_strawberry.codegen import KERNEL_DIR, KIT_DIR
 
 HEADER = KERNEL_DIR / "strawberry.h"
-SOURCES = [KERNEL_DIR / "strawberry.c", KIT_DIR / "kit_conv_f32.c"]
+SOURCES = [*sorted(KERNEL_DIR.glob("*.c")), KIT_DIR / "kit_conv_f32.c"]
 # The header's status codes: {"OK": 0, "ENOTREADY": 1, ...}
 STATUS = {m.group(1): int(m.group(2))
           for m in re.finditer(r"^\s*STRAWBERRY_(E\w+|OK) = (\d+)", HEADER.read_text(), re.MULTILINE)}

@@ -2,7 +2,7 @@
 header of the kit's float conv engine, which the hardware model calls.
 
 The absolute paths name the libraries; the framework packages each header's folder once
-into the output (strawberry.c and kit_conv_f32.c) and rewrites the includes to bare
+into the output (strawberry_*.c and kit_conv_f32.c) and rewrites the includes to bare
 file names.
 """
 from tvm_extension.api.resources import data_folder
