@@ -101,7 +101,7 @@ def test_scaffold_test_extra_brings_what_its_tests_import(tmp_path, int8):
 
 INT8 = "probe_int8"
 INT8_CALL = rf"= {INT8}_conv2d_s8\(([^;]*)\);"  # the generated calls (not the declaration)
-# As tests/test_kernel_sanitizers.py, less "left shift of a negative value", which TVM's own code
+# As tvm_extension.testing.clib's sanitized builds, less "left shift of a negative value", which TVM's own code
 # (the CPU part of an MLF) does and the kernel does not.
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
             "-fno-omit-frame-pointer"]

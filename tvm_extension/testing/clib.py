@@ -86,7 +86,7 @@ def run_sanitized(test_files: Sequence[Path], *pytest_args: str, timeout: int = 
         env = {**os.environ, SANITIZED: "1", REPORTS: f"{reports}/report", "LD_PRELOAD": asan, "PYTHONMALLOC": "malloc",
                # Python keeps objects alive at exit by design: leaks are not the C's, so not reported
                "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1", "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *map(str, test_files),
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(str(Path(f).resolve()) for f in test_files),
                                *pytest_args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
         done.stderr += "".join(_short(report.read_text(errors="replace")) for report in sorted(Path(reports).iterdir()))
     return done

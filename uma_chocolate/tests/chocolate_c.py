@@ -1,5 +1,5 @@
 """Chocolate's C library as its tests call it (``tvm_extension.testing.clib``, the way every
-backend's tests call C): the hardware model (chocolate.c, with the kit's requantization header)
+backend's tests call C): the hardware model (chocolate_*.c, with the kit's requantization header)
 and the plain reference (reference/chocolate_conv_ref.c) built with gcc into one shared object,
 called through ctypes with the header's structs; host tensors are numpy arrays of exactly their
 size (under ``clib.run_sanitized`` ASan sees one element too far)."""
@@ -96,7 +96,7 @@ def build(directory: Path, flags=("-O2",)) -> ctypes.CDLL:
     as C99 with ``flags`` (under ``clib.run_sanitized``, with the sanitizers; -D flags stay)."""
     packing = Path(directory) / "chocolate_packing.c"
     packing.write_text(PACKING)
-    lib = clib.build([CHOCOLATE / "chocolate.c", REFERENCE / "chocolate_conv_ref.c", packing],
+    lib = clib.build([*sorted(CHOCOLATE.glob("*.c")), REFERENCE / "chocolate_conv_ref.c", packing],
                      [CHOCOLATE, KIT, REFERENCE], directory, "libchocolate", ["-pedantic", *flags], std="-std=c99")
     return load(lib._name)
 

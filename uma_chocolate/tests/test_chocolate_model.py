@@ -1,4 +1,4 @@
-"""Chocolate's hardware model in C (uma_chocolate/c/chocolate.c): whole int8 and float layers driven
+"""Chocolate's hardware model in C (uma_chocolate/c/chocolate_*.c): whole int8 and float layers driven
 tile by tile as compiled code drives them, bit-exact with numpy and with the plain C reference; the
 counters; and a distinct status code plus one stderr line for every kind of misuse.
 
@@ -497,14 +497,14 @@ def test_shutdown_and_power_up_again(device):
 
 
 def test_both_completion_paths_are_built(tmp_path):
-    """Polling and interrupt completion are different code (and both build as C99 and C11: the MLF
-    compiles the library with -std=c11)."""
+    """Polling and interrupt completion are different code in the core's file (and both build as
+    C99 and C11: the MLF compiles the library with -std=c11; every file: test_board.py)."""
     objects = []
     for std in ("-std=c99", "-std=c11"):
         for define in ([], ["-DCHOCOLATE_COMPLETION_INTERRUPT"]):
             obj = tmp_path / f"chocolate{std}{len(define)}.o"
             done = subprocess.run(["gcc", std, "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{CHOCOLATE}", f"-I{KIT}",
-                                   "-O2", *define, "-c", "-o", str(obj), str(CHOCOLATE / "chocolate.c")],
+                                   "-O2", *define, "-c", "-o", str(obj), str(CHOCOLATE / "chocolate_core.c")],
                                   capture_output=True, text=True)
             assert done.returncode == 0 and done.stderr == "", done.stderr
             objects.append(obj.read_bytes())

@@ -58,7 +58,7 @@ def core_problem(conv) -> Optional[str]:
 
 
 def window_problem(conv) -> Optional[str]:
-    """Why chocolate_configure_s8/_f32 (chocolate.c) would refuse this conv's geometry, in its
+    """Why chocolate_configure_s8/_f32 (chocolate_configure.c) would refuse this conv's geometry, in its
     order, else None.  Its DMA pads less than the window on the top and left: 0 <= pad < kernel."""
     types = (conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type)
     if not all(isinstance(d, tvm.tir.IntImm) for t in types for d in t.shape):
