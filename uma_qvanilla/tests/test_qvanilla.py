@@ -16,8 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tvm_extension.kit import quantization
 from tvm_extension.mlf import build
-from tvm_extension.testing import (fetch, kernel_calls, mlf_sources, onnxruntime_reference, qdq_model, run_tvmc,
-                                   tflite_reference, tvm_cpu_reference)
+from tvm_extension.testing import (assert_relay_free, fetch, kernel_calls, mlf_sources, onnxruntime_reference,
+                                   qdq_model, run_tvmc, tflite_reference, tvm_cpu_reference)
 
 
 def compile_and_compare(tmp_path, model, framework_reference, offloads, seed=0, integer_graph=False):
@@ -151,11 +151,4 @@ def test_fixed_point_multiplier():
 def test_relay_free_modules_import_without_relay():
     """The TIR pass, the target and codegen (and the scratch sizes the pass reads) import without
     Relay, so a second engine can reuse them: only patterns.py and backend.py speak Relay."""
-    code = ("import sys\n"
-            "import uma_qvanilla.passes, uma_qvanilla.target, uma_qvanilla.codegen, uma_qvanilla.scratch\n"
-            "print(sorted(m for m in sys.modules if m == 'tvm.relay' or m.startswith('tvm.relay.')))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]", done.stdout
-    done = subprocess.run([sys.executable, "-c", code.replace("uma_qvanilla.scratch", "uma_qvanilla.patterns")],
-                          capture_output=True, text=True, check=True)
-    assert "tvm.relay" in done.stdout  # the check sees Relay where it is imported
+    assert_relay_free("uma_qvanilla", "scratch")
