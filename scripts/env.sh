@@ -75,17 +75,24 @@ if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system
   fi
 fi
 # The Relax engine (tvm_extension/relax, docs/relax.md) runs on apache-tvm 0.27, whose package is
-# named tvm like hhb-tvm's: an environment of its own, with this checkout and uma_vanilla on its
-# path (a .pth).  tests/test_relax_engine.py runs it there.
+# named tvm like hhb-tvm's: an environment of its own, with this checkout on its path (a .pth: the
+# framework depends on hhb-tvm, so it is not pip-installed there), its command tvm-extension, and
+# uma_vanilla pip-installed (its "tvm.backends" entry point registers it at import tvm).
+# tests/test_relax_engine.py runs it there.
 RELAX_VENV="${TVM_EXTENSION_RELAX_VENV:-$ROOT/.venv-relax}"
-relax_input() { cat "$ROOT/requirements-relax.lock"; echo "$ROOT"; }
+relax_input() { cat "$ROOT/requirements-relax.lock" "$ROOT/uma_vanilla/pyproject.toml"; echo "$ROOT"; }
 if [ "$1" = test ] && { [ ! -x "$RELAX_VENV/bin/python" ] \
     || [ "$(cat "$RELAX_VENV/.installed-relax" 2>/dev/null)" != "$(digest <(relax_input))" ]; }; then
   step "setting up the Relax engine's environment $RELAX_VENV (requirements-relax.lock)"
   [ -x "$RELAX_VENV/bin/python" ] || "$(find_python310)" -m venv "$RELAX_VENV"
-  "$RELAX_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$ROOT/requirements-relax.lock"
-  mkdir -p "$RELAX_VENV/lib/python3.10/site-packages"
-  printf '%s\n' "$ROOT" "$ROOT/uma_vanilla" > "$RELAX_VENV/lib/python3.10/site-packages/tvm_extension_checkout.pth"
+  RELAX_PIP=("$RELAX_VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+  "${RELAX_PIP[@]}" -r "$ROOT/requirements-relax.lock"
+  "${RELAX_PIP[@]}" --no-deps -e "$ROOT/uma_vanilla"
+  SITE="$("$RELAX_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  printf '%s\n' "$ROOT" > "$SITE/tvm_extension_checkout.pth"
+  printf '#!%s\nimport sys\nfrom tvm_extension.cli import main\nsys.exit(main())\n' "$RELAX_VENV/bin/python" \
+    > "$RELAX_VENV/bin/tvm-extension"
+  chmod +x "$RELAX_VENV/bin/tvm-extension"
   digest <(relax_input) > "$RELAX_VENV/.installed-relax"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -5,6 +5,7 @@ library, run with the Relax VM, agrees with onnx.reference.
 The engine runs in its own environment (.venv-relax, made by scripts/env.sh test): its package is
 named tvm like hhb-tvm's, so it runs here as subprocesses; the reference is computed in this one.
 """
+import os
 import re
 import subprocess
 
@@ -15,14 +16,17 @@ from onnx.reference import ReferenceEvaluator
 from conftest import MODELS, ROOT
 
 RELAX_PYTHON = ROOT / ".venv-relax" / "bin" / "python"
+TVM_EXTENSION = ROOT / ".venv-relax" / "bin" / "tvm-extension"  # the console script, in that environment
 CNN = MODELS / "cnn.onnx"
 
 
-def relax_engine(*args, cwd):
-    assert RELAX_PYTHON.is_file(), (f"{RELAX_PYTHON} is missing: run `source scripts/env.sh test` (or scripts/test.sh) "
-                                    "to set up the Relax engine's environment")
-    return subprocess.run([str(RELAX_PYTHON), "-m", "tvm_extension.relax", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+def relax_engine(*args, cwd, env=None):
+    """``tvm-extension ARGS`` in the Relax environment, with no PYTHONPATH of this one."""
+    assert TVM_EXTENSION.is_file(), (f"{TVM_EXTENSION} is missing: run `source scripts/env.sh test` (or scripts/test.sh) "
+                                     "to set up the Relax engine's environment")
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run([str(TVM_EXTENSION), *args], cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env={**environment, **(env or {})})
 
 
 def call_sites(library, kernel="vanilla_conv2dnchw_general"):
@@ -69,13 +73,52 @@ def test_target_attribute_reaches_the_patterns(tmp_path):
     assert call_sites(tmp_path / "cnn.so") == 2
 
 
+REGISTERED = """
+import sys
+import onnx
+import tvm
+from tvm import relax
+from tvm.relax.backend import get_patterns_with_prefix
+from tvm.relax.frontend.onnx import from_onnx
+patterns = get_patterns_with_prefix("vanilla_accelerator")
+print(sorted(p.name for p in patterns))
+# a Relax pipeline of the user's own: the registered checks refuse what Vanilla cannot compute
+mod = relax.transform.FoldConstant()(from_onnx(onnx.load(sys.argv[1]), keep_params_in_input=False))
+mod = relax.transform.FuseOpsByPattern(patterns, annotate_codegen=False)(mod)
+print(sum(1 for _, f in mod.functions.items() if f.attrs is not None and "Composite" in f.attrs))
+"""
+
+
+@pytest.mark.parametrize("autoload", ["1", "0"])
+def test_an_installed_backend_registers_at_import_tvm(tmp_path, autoload):
+    """uma_vanilla, pip-installed in the Relax environment (scripts/env.sh), declares a "tvm.backends"
+    entry point: a plain `import tvm` puts its patterns in TVM's pattern registry (and the engine
+    finds it with no option, as every test here compiles); TVM_DEVICE_BACKEND_AUTOLOAD=0 turns it off."""
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(RELAX_PYTHON), "-c", REGISTERED, str(CNN)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**environment, "TVM_DEVICE_BACKEND_AUTOLOAD": autoload})
+    assert done.returncode == 0, done.stderr  # (and no abort at exit: the check functions are released in time)
+    names, composites = done.stdout.splitlines()
+    if autoload == "1":
+        assert eval(names) == sorted(f"vanilla_accelerator.conv2d{b}{r}" for b in ("", "_bias") for r in ("", "_relu"))
+        assert composites == "3"  # of the 4 convs: the dilated one is refused, as by the engine
+    else:
+        assert (names, composites) == ("[]", "0")
+
+
 @pytest.mark.parametrize("args, message", [
+    (["-f", "mlf"], "error: --output-format mlf: the Relax engine builds a shared library for its VM; mlf stays on "
+                    "the Relay engine"),
+    (["--executor", "aot"], "error: --executor aot: the Relax engine builds a shared library for its VM; aot stays on "
+                            "the Relay engine"),
     (["--target", "no_such_accelerator"], "error: unknown target 'no_such_accelerator' for the Relax engine "
                                           "(backends with a relax_patterns.py found: vanilla_accelerator"),
     (["--target", "vanilla_accelerator", "--target-vanilla_accelerator-max_kernel_size=9"],
      "error: target 'vanilla_accelerator': attribute 'max_kernel_size' must be between 1 and 8, got 9"),
 ])
 def test_user_errors_are_one_line(tmp_path, args, message):
+    if "--target" not in args:
+        args = [*args, "--target", "vanilla_accelerator"]
     done = relax_engine("compile", str(CNN), *args, "-o", "cnn.so", cwd=tmp_path)
     assert done.returncode == 1 and done.stderr.startswith(message) and len(done.stderr.splitlines()) == 1, done.stderr
     assert not (tmp_path / "cnn.so").exists()

@@ -1,10 +1,12 @@
 """Command line of the Relax engine (TVMC does not exist in apache-tvm 0.27):
 
-    python -m tvm_extension.relax compile MODEL.onnx --target vanilla_accelerator -o model.so \\
+    tvm-extension compile MODEL.onnx --target vanilla_accelerator -o model.so \\
         [--experimental-tvm-extension FOLDER] [--target-vanilla_accelerator-max_kernel_size=5]
-    python -m tvm_extension.relax run model.so -i in.npz -o out.npz
+    tvm-extension run model.so -i in.npz -o out.npz
 
-A mistake the user can fix ends in one line on stderr and exit status 1, nothing at the output.
+(``python -m tvm_extension.relax`` is the same.)  A mistake the user can fix ends in one line on
+stderr and exit status 1, nothing at the output.  What only the Relay engine makes (an MLF, the
+AOT executor, the C runtime: embedded C) is refused in one line that says so.
 """
 import argparse
 import os
@@ -20,8 +22,13 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(f"error: {message}")
 
 
-def _parser():
-    parser = _Parser(prog="python -m tvm_extension.relax", description=__doc__.splitlines()[0])
+# tvmc options whose meaning does not carry over: the Relax engine builds a shared library for
+# its VM on this host; MLF, AOT and the C runtime (the embedded C output) stay on the Relay engine.
+RELAY_ONLY = "stays on the Relay engine (hhb-tvm: tvmc compile --target NAME,c -f mlf; README, 'Two engines')"
+
+
+def _parser(prog="python -m tvm_extension.relax"):
+    parser = _Parser(prog=prog, description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     compile_ = commands.add_parser("compile", help="compile an ONNX model into a shared library")
     compile_.add_argument("model")
@@ -29,6 +36,9 @@ def _parser():
     compile_.add_argument("-o", "--output", required=True, help="the shared library to write (.so)")
     compile_.add_argument("--experimental-tvm-extension", "--experimental-tvmc-extension", action="append",
                           default=[], dest="extensions", metavar="FOLDER", help="a folder holding backend packages")
+    compile_.add_argument("-f", "--output-format", default="so", help="so (a shared library); mlf " + RELAY_ONLY)
+    compile_.add_argument("--executor", help="the Relax VM; aot " + RELAY_ONLY)
+    compile_.add_argument("--runtime", help="TVM's own; crt " + RELAY_ONLY)
     run = commands.add_parser("run", help="run a compiled library with the Relax VM")
     run.add_argument("library")
     run.add_argument("-i", "--inputs", required=True, help=".npz of the inputs, by name")
@@ -38,6 +48,11 @@ def _parser():
 
 def _compile(args, target_attrs):
     from . import compile_model  # pylint: disable=import-outside-toplevel
+
+    for option, value, allowed in (("--output-format", args.output_format, "so"), ("--executor", args.executor, None),
+                                   ("--runtime", args.runtime, None)):
+        if value is not None and value != allowed:
+            raise_user(f"{option} {value}: the Relax engine builds a shared library for its VM; {value} {RELAY_ONLY}")
 
     attrs = {}
     for target, name, value in target_attrs:
@@ -73,15 +88,16 @@ def raise_user(message):
     raise UserError(message)
 
 
-def main(argv=None) -> int:
+def main(argv=None, prog: str = "python -m tvm_extension.relax") -> int:
     argv = sys.argv[1:] if argv is None else argv
     target_attrs = [m.groups() for m in map(_TARGET_ATTR.fullmatch, argv) if m]
-    args = _parser().parse_args([a for a in argv if not _TARGET_ATTR.fullmatch(a)])
+    args = _parser(prog).parse_args([a for a in argv if not _TARGET_ATTR.fullmatch(a)])
     try:
         from . import UserError, build  # noqa: F401  pylint: disable=import-outside-toplevel
     except ImportError as exc:  # run with hhb-tvm's environment, or none
         sys.exit(f"error: the Relax engine needs apache-tvm 0.27 (its own environment: scripts/env.sh test "
-                 f"creates .venv-relax): {exc}")
+                 f"creates .venv-relax); with hhb-tvm, compile with tvmc and run with python -m tvm_extension.mlf "
+                 f"run ({exc})")
     try:
         _compile(args, target_attrs) if args.command == "compile" else _run(args)
     except UserError as err:

@@ -11,8 +11,10 @@ it is not run; only ``relax_patterns`` and what that imports from the package ar
 
 Where backends are looked for, first found wins: folders named with
 ``--experimental-tvm-extension``, then those in TVM_EXTENSION_PATH / TVMC_EXTENSION_DIR /
-UMA_BACKENDS, then ``sys.path`` (PYTHONPATH, installed packages).  Each such folder holds
-backend packages (``uma_vanilla/`` is such a folder: it holds the package ``uma_vanilla``).
+UMA_BACKENDS, then the backends that registered themselves at ``import tvm`` (``register``, from
+their ``[project.entry-points."tvm.backends"]``), then ``sys.path`` (PYTHONPATH, installed
+packages).  Each such folder holds backend packages (``uma_vanilla/`` is such a folder: it holds
+the package ``uma_vanilla``).
 """
 import importlib
 import importlib.machinery
@@ -33,14 +35,43 @@ class UserError(Exception):
     """A mistake the user can fix: printed as one line, exit status 1."""
 
 
-def _folders(paths: Iterable[str]) -> List[Path]:
+# {target: relax_patterns module} of the backends registered at `import tvm` (apache-tvm calls each
+# "tvm.backends" entry point then; TVM_DEVICE_BACKEND_AUTOLOAD=0 turns that off).
+_REGISTERED = {}
+
+
+def register(module) -> None:
+    """A backend's ``tvm.backends`` entry point calls this with its ``relax_patterns`` module: the
+    engine finds it with no option, and a Relax pipeline of the user's own finds its patterns in
+    TVM's registry (``tvm.relax.backend.get_patterns_with_prefix("<target>")``; compiling the
+    matches into C calls is this engine's: ``tvm-extension compile``)."""
+    from tvm.relax.backend.pattern_registry import register_patterns  # pylint: disable=import-outside-toplevel
+
+    _REGISTERED[module.TARGET] = module
+    # As tuples: TVM removes those (only) at exit, before its static registry would release the
+    # Python check functions after the interpreter is gone (a FusionPattern with a check aborts
+    # the process at exit, "double free", apache-tvm 0.27).  There, later entries win.
+    entries = [(p.name, p.pattern, dict(p.annotation_patterns), p.check) for p in module.patterns(dict(module.TARGET_ATTRS))]
+    register_patterns(list(reversed(entries)))
+
+
+def registered() -> dict:
+    """{target: module} registered by entry points at ``import tvm``."""
+    return dict(_REGISTERED)
+
+
+def _explicit(paths: Iterable[str]) -> List[Path]:
     explicit = [Path(p).resolve() for p in paths] + [
         Path(p).resolve() for v in ENV_VARS for p in filter(None, os.environ.get(v, "").split(os.pathsep))]
     for folder in explicit:
         if not folder.is_dir():
             raise UserError(f"extension path '{folder}' does not exist or is not a folder")
+    return explicit
+
+
+def _on_sys_path() -> List[Path]:
     here = Path.cwd().resolve()  # `python -m` puts it on sys.path: nothing is taken from there unnamed
-    return explicit + [Path(p) for p in sys.path if p and Path(p).is_dir() and Path(p).resolve() != here]
+    return [Path(p) for p in sys.path if p and Path(p).is_dir() and Path(p).resolve() != here]
 
 
 def _load(package_dir: Path):
@@ -56,10 +87,9 @@ def _load(package_dir: Path):
     return importlib.import_module(f"{name}.{MODULE}")
 
 
-def find(target: str, paths: Iterable[str] = ()):
-    """The ``relax_patterns`` module of the backend named ``target``; UserError when none is."""
-    seen = []
-    for folder in _folders(paths):
+def _in_folders(folders: Iterable[Path], seen: list):
+    """Each backend's ``relax_patterns`` module in ``folders``, in order."""
+    for folder in folders:
         for info in pkgutil.iter_modules([str(folder)]):
             package_dir = folder / info.name
             if not (info.ispkg and (package_dir / f"{MODULE}.py").is_file()):
@@ -68,11 +98,26 @@ def find(target: str, paths: Iterable[str] = ()):
                 module = _load(package_dir)
             except Exception as exc:  # a backend's own code may fail in any way
                 raise UserError(f"backend {info.name} failed to import its {MODULE}: {type(exc).__name__}: {exc}")
-            if module is None:
-                continue
-            seen.append(module.TARGET)
-            if module.TARGET == target:
-                return module
+            if module is not None:
+                seen.append(module.TARGET)
+                yield module
+
+
+def find(target: str, paths: Iterable[str] = ()):
+    """The ``relax_patterns`` module of the backend named ``target``; UserError when none is."""
+    import tvm  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (runs the entry points)
+
+    seen = []
+    explicit = _explicit(paths)
+    for module in _in_folders(explicit, seen):
+        if module.TARGET == target:
+            return module
+    seen += list(_REGISTERED)
+    if target in _REGISTERED:
+        return _REGISTERED[target]
+    for module in _in_folders(_on_sys_path(), seen):
+        if module.TARGET == target:
+            return module
     found = ", ".join(dict.fromkeys(seen)) or "none"
     raise UserError(f"unknown target '{target}' for the Relax engine (backends with a {MODULE}.py found: {found})")
 

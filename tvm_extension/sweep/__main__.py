@@ -47,8 +47,8 @@ def plan_from(args) -> dict:
     return plan
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tvm_extension.sweep", description=__doc__.split("\n")[0])
+def main(argv=None, prog: str = "python -m tvm_extension.sweep") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("plan", nargs="?", help="a TOML plan: models = [...], [backends.NAME] attribute = values")
     parser.add_argument("-o", "--output", required=True, type=Path,
                         help="folder for results.csv, results.parquet, figures/ and report.md")

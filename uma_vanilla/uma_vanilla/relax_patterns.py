@@ -53,3 +53,13 @@ def kernel_call(match, attrs):
         match.buffer(conv.args[0]).data, match.buffer(conv.args[1]).data, bias, null, null, match.result.data, *window,
         tirx.FloatImm("float32", lo), tirx.FloatImm("float32", FLT_MAX))
     return status, [scratch]
+
+
+def register():
+    """The ``tvm.backends`` entry point (pyproject.toml): apache-tvm calls it at ``import tvm``, so
+    an installed Vanilla needs no option (``tvm_extension.relax.backends.register``)."""
+    import sys  # pylint: disable=import-outside-toplevel
+
+    from tvm_extension.relax.backends import register as register_backend  # pylint: disable=import-outside-toplevel
+
+    register_backend(sys.modules[__name__])
