@@ -1,4 +1,4 @@
-"""ONNX model -> shared library (the backend's C library linked in) -> outputs with the Relax VM."""
+"""ONNX or TFLite model -> shared library (the backend's C library linked in) -> outputs with the Relax VM."""
 import os
 import subprocess
 import tempfile
@@ -11,22 +11,47 @@ from . import backends, lower
 from .backends import UserError
 
 
-def _import(model: Path):
+def _first_line(exc: Exception, last=False) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()] or [type(exc).__name__]
+    return lines[-1 if last else 0]
+
+
+def _import_onnx(model: Path):
     import onnx  # pylint: disable=import-outside-toplevel
     from tvm.relax.frontend.onnx import from_onnx  # pylint: disable=import-outside-toplevel
 
-    if not model.is_file():
-        raise UserError(f"model file '{model}' does not exist")
-    if model.suffix != ".onnx":
-        raise UserError(f"'{model}': the Relax engine reads ONNX models (.onnx) only for now")
     try:
         proto = onnx.load(str(model))
     except Exception as exc:
-        raise UserError(f"'{model}' is not a readable ONNX model: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        raise UserError(f"'{model}' is not a readable ONNX model: {_first_line(exc)}")
     try:
         return from_onnx(proto, keep_params_in_input=False)
     except Exception as exc:
-        raise UserError(f"TVM's Relax ONNX frontend cannot import '{model}': {(str(exc).strip().splitlines() or [type(exc).__name__])[-1]}")
+        raise UserError(f"TVM's Relax ONNX frontend cannot import '{model}': {_first_line(exc, last=True)}")
+
+
+def _import_tflite(model: Path):
+    import tflite  # pylint: disable=import-outside-toplevel
+    from tvm.relax.frontend.tflite import from_tflite  # pylint: disable=import-outside-toplevel
+
+    buf = model.read_bytes()
+    # A flatbuffer has no checksum: check its identifier ("TFL3" at bytes 4..8) before parsing it.
+    if len(buf) < 8 or buf[4:8] != b"TFL3":
+        raise UserError(f"'{model}' is not a readable TFLite model: no TFL3 flatbuffer identifier")
+    try:
+        return from_tflite(tflite.Model.GetRootAsModel(buf, 0))
+    except Exception as exc:
+        raise UserError(f"TVM's Relax TFLite frontend cannot import '{model}': {_first_line(exc, last=True)}")
+
+
+def _import(model: Path):
+    """The model as a Relax module, by its suffix."""
+    if not model.is_file():
+        raise UserError(f"model file '{model}' does not exist")
+    importers = {".onnx": _import_onnx, ".tflite": _import_tflite}
+    if model.suffix not in importers:
+        raise UserError(f"'{model}': the Relax engine reads ONNX (.onnx) and TFLite (.tflite) models")
+    return importers[model.suffix](model)
 
 
 def _attrs(backend, given: Optional[Dict[str, str]]) -> dict:
