@@ -2,11 +2,21 @@
 # The main job on the embedded default: compile examples/models/cnn.onnx for the Vanilla
 # accelerator with TVM's own tvmc, build the MLF with gcc, run it and check it.
 #   scripts/demo.sh [MODEL.onnx] [OUT_DIR]
-source "$(dirname "${BASH_SOURCE[0]}")/env.sh" demo
+#   scripts/demo.sh --relax [MODEL.onnx] [OUT_DIR]   # the same on the Relax engine (apache-tvm 0.27)
+RELAX=0
+if [ "${1:-}" = --relax ]; then RELAX=1; shift; fi
+TVM_EXTENSION_WITH_RELAX=$RELAX source "$(dirname "${BASH_SOURCE[0]}")/env.sh" demo
 MODEL="${1:-$ROOT/examples/models/cnn.onnx}"
 OUT="${2:-$ROOT/out}"
 mkdir -p "$OUT"
 set -x
+if [ "$RELAX" = 1 ]; then
+  "$RELAX_VENV/bin/tvm-extension" compile "$MODEL" --target vanilla_accelerator -o "$OUT/model.so"
+  python "$ROOT/examples/make_input.py" "$MODEL" "$OUT/input.npz"
+  "$RELAX_VENV/bin/tvm-extension" run "$OUT/model.so" -i "$OUT/input.npz" -o "$OUT/output.npz"
+  python "$ROOT/examples/check_output.py" "$MODEL" "$OUT/input.npz" "$OUT/output.npz"
+  exit
+fi
 tvmc compile --target vanilla_accelerator --experimental-tvm-extension "$ROOT/uma_vanilla" \
   "$MODEL" -f mlf -o "$OUT/model.tar"
 python "$ROOT/examples/make_input.py" "$MODEL" "$OUT/input.npz"

@@ -1,6 +1,7 @@
 # Sourced by the other scripts with what to set up:
 #   source scripts/env.sh demo   # .venv (Python 3.10) with requirements-demo.lock: the project's dependencies
-#   source scripts/env.sh test   # the same .venv plus the rest of requirements.lock (test references, TensorFlow...)
+#   source scripts/env.sh test   # the same .venv plus the rest of requirements.lock (test references, TensorFlow...),
+#                                # and .venv-relax (the Relax engine, apache-tvm 0.27)
 # then this project in editable mode.  Each step runs only when its input changed since it last ran there
 # (a stamp file per step in the venv), and prints one line saying what it does.
 # TVM_EXTENSION_VENV=DIR uses another venv.
@@ -81,7 +82,8 @@ fi
 # tests/test_relax_engine.py runs it there.
 RELAX_VENV="${TVM_EXTENSION_RELAX_VENV:-$ROOT/.venv-relax}"
 relax_input() { cat "$ROOT/requirements-relax.lock" "$ROOT/uma_vanilla/pyproject.toml"; echo "$ROOT"; }
-if [ "$1" = test ] && { [ ! -x "$RELAX_VENV/bin/python" ] \
+# Made for the tests, and for the demo when TVM_EXTENSION_WITH_RELAX=1 (scripts/demo.sh --relax).
+if { [ "$1" = test ] || [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; } && { [ ! -x "$RELAX_VENV/bin/python" ] \
     || [ "$(cat "$RELAX_VENV/.installed-relax" 2>/dev/null)" != "$(digest <(relax_input))" ]; }; then
   step "setting up the Relax engine's environment $RELAX_VENV (requirements-relax.lock)"
   [ -x "$RELAX_VENV/bin/python" ] || "$(find_python310)" -m venv "$RELAX_VENV"
