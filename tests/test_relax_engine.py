@@ -8,12 +8,14 @@ named tvm like hhb-tvm's, so it runs here as subprocesses; the reference is comp
 import os
 import re
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 from onnx.reference import ReferenceEvaluator
 
-from conftest import MODELS, ROOT
+from conftest import MODELS, ROOT, run_tvmc
+from tvm_extension.mlf import build
 
 RELAX_PYTHON = ROOT / ".venv-relax" / "bin" / "python"
 TVM_EXTENSION = ROOT / ".venv-relax" / "bin" / "tvm-extension"  # the console script, in that environment
@@ -104,6 +106,43 @@ def test_an_installed_backend_registers_at_import_tvm(tmp_path, autoload):
         assert composites == "3"  # of the 4 convs: the dilated one is refused, as by the engine
     else:
         assert (names, composites) == ("[]", "0")
+
+
+SCAFFOLD_MODEL = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from test_my_npu import conv_model
+conv_model(sys.argv[2])
+"""
+
+
+def test_a_scaffolded_backend_compiles_on_both_engines(tmp_path):
+    """`python -m tvm_extension new my_npu` writes relax_patterns.py too: the same folder, unchanged,
+    compiles with tvmc (Relay, MLF) and with tvm-extension (Relax, a shared library calling its C),
+    and both agree with onnx.reference and with each other."""
+    subprocess.run([sys.executable, "-m", "tvm_extension", "new", "my_npu", "--directory", str(tmp_path)], check=True,
+                   capture_output=True)
+    project = tmp_path / "my_npu"
+    model = tmp_path / "conv.onnx"
+    subprocess.run([sys.executable, "-c", SCAFFOLD_MODEL, str(project / "tests"), str(model)], check=True)
+    done = relax_engine("compile", model, "--target", "my_npu", "--experimental-tvm-extension", project, "-o", "conv.so",
+                        cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("my_npu: offloaded 1 of 1 conv2d"), done.stdout
+    assert call_sites(tmp_path / "conv.so", "my_npu_conv2d") == 1
+    x = np.random.default_rng(3).standard_normal((1, 4, 9, 9)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    done = relax_engine("run", "conv.so", "-i", "in.npz", "-o", "out.npz", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    with np.load(tmp_path / "out.npz") as out:
+        relax_output = out["output_0"]
+    done = run_tvmc("compile", "--target", "my_npu", "--experimental-tvm-extension", project, model, "-f", "mlf",
+                    "-o", tmp_path / "conv.tar")
+    assert done.returncode == 0, done.stderr
+    (relay_output,) = build(tmp_path / "conv.tar", tmp_path / "mlf").run({"x": x})[0].values()
+    (expected,) = ReferenceEvaluator(str(model)).run(None, {"x": x})
+    np.testing.assert_allclose(relax_output, expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(relay_output, relax_output, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("args, message", [
