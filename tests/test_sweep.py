@@ -164,6 +164,7 @@ USER_ERRORS = [
     (["--model", CNN, "--attr", "strawberry.scratchpad_bytes=64K..16K"], "range '64K..16K' is empty"),
     (["--model", CNN, "--attr", "strawberry.scratchpad_bytes=big"], "'big' is not a int like its default"),
     (["--model", CNN, "--attr", "chocolate.tile_m=4,0"], "target 'chocolate': attribute 'tile_m' must be in 2.."),
+    (["--model", CNN, "--backend", "strawberry", "--board", "mps2-an999"], "board: unknown board 'mps2-an999'"),
     (["plan.toml"], "plan.toml is not valid TOML: "),
 ]
 
@@ -232,3 +233,25 @@ def test_a_two_node_ray_cluster_shares_the_points(sweeps, tmp_path):
         assert not record["cached"]
         assert {k: record[k] for k in same} == {k: local[(record["model"], record["attributes"])][k] for k in same}
     assert "on 2 node(s)" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_board_points_record_what_a_direct_board_run_measures(tmp_path):
+    """--board: each point also cross-built for the board and run in QEMU; its ROM, RAM and
+    instructions equal those of the same MLF built and run on the board by hand (QEMU counts
+    instructions exactly), its outputs equal the host run's."""
+    from tvm_extension.mlf import board as boards
+
+    records = sweep.run_sweep({"board": "mps2-an386", "backends": {"strawberry": {"models": [CNN],
+                                                                                  "scratchpad_bytes": [32768]}}},
+                              tmp_path / "out", tmp_path / "cache", use_ray=False, workers=1)
+    (record,) = records
+    assert record["error"] is None and record["board"] == "mps2-an386" and record["board_matches_host"], record
+    done = run_tvmc("compile", "--target", "strawberry", "--target-strawberry-scratchpad_bytes=32768", CNN,
+                    "-f", "mlf", "-o", tmp_path / "m.tar")
+    assert done.returncode == 0, done.stderr[-2000:]
+    inputs, _ = sweep_cache.Cache(tmp_path / "cache").get_reference(sweep.grid.resolve_model(CNN))
+    program = boards.build(tmp_path / "m.tar", tmp_path / "board", "mps2-an386")
+    program.run(inputs)
+    assert (record["board_rom"], record["board_ram"], record["board_instructions"]) == \
+        (program.memory.rom(), program.memory.ram(), program.instructions)
+    assert "## On the board" in (tmp_path / "out" / "report.md").read_text()

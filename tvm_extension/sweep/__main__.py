@@ -33,6 +33,8 @@ def plan_from(args) -> dict:
             raise GridError(f"{args.plan} is not valid TOML: {err}") from None
     if args.model:
         plan["models"] = list(plan.get("models", [])) + args.model
+    if args.board:
+        plan["board"] = args.board
     backends = plan.setdefault("backends", {})
     if not isinstance(backends, dict):
         raise GridError("'backends' is a table: [backends.NAME]")
@@ -61,6 +63,8 @@ def main(argv=None, prog: str = "python -m tvm_extension.sweep") -> int:
     parser.add_argument("--address", help="join this Ray cluster (ray start --head prints it) instead of starting Ray here")
     parser.add_argument("--workers", type=int, help="points at once on this machine (default: its cores)")
     parser.add_argument("--no-ray", action="store_true", help="a local process pool instead of Ray")
+    parser.add_argument("--board", help="also build each point for this emulated Cortex-M board (mps2-an386, ...) "
+                        "and record ROM, RAM and instructions per inference (QEMU)")
     parser.add_argument("--keep-work", action="store_true", help="keep each point's folder (MLF, build) in the cache")
     args = parser.parse_args(argv)
     if args.output.exists() and not args.output.is_dir():

@@ -33,7 +33,8 @@ class Cache:
         self.version = version or versions()
 
     def key(self, point: Point) -> str:
-        return _digest(point.model.sha256, point.model.input_shapes, point.backend, point.attrs, self.version)
+        parts = [point.model.sha256, point.model.input_shapes, point.backend, point.attrs, self.version]
+        return _digest(*parts, *([point.board] if point.board else []))
 
     def _write(self, path: Path, write):
         path.parent.mkdir(parents=True, exist_ok=True)

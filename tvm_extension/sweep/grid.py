@@ -43,6 +43,7 @@ class Point:
     model: Model
     backend: str
     attrs: Tuple[Tuple[str, object], ...]  # sorted (name, value) pairs
+    board: Optional[str] = None  # also built for this emulated Cortex-M board and run in QEMU
 
     def attr_options(self) -> List[str]:
         return [f"--target-{self.backend}-{name}={value}" for name, value in self.attrs]
@@ -128,13 +129,27 @@ def _check_point(backend, attrs: dict):
         raise GridError(str(err)) from None
 
 
+def _check_board(name) -> None:
+    """A board the MLF runner knows, and its tools installed: GridError with the runner's line."""
+    from tvm_extension.mlf import board as boards  # pylint: disable=import-outside-toplevel
+
+    try:
+        boards.board(str(name))
+        boards.check_tools()
+    except boards.BoardError as err:
+        raise GridError(f"board: {err}") from None
+
+
 def expand(plan: dict, backends: Optional[Dict[str, object]] = None) -> List[Point]:
     """Every point of the plan, after checking it whole: GridError on the first problem."""
     if not isinstance(plan, dict) or not plan.get("backends"):
         raise GridError("no backends: give [backends.NAME] tables (or --backend NAME)")
-    unknown = set(plan) - {"models", "backends"}
+    unknown = set(plan) - {"models", "backends", "board"}
     if unknown:
-        raise GridError(f"unknown key '{sorted(unknown)[0]}' (the plan has 'models' and [backends.NAME] tables)")
+        raise GridError(f"unknown key '{sorted(unknown)[0]}' (the plan has 'models', 'board' and [backends.NAME] tables)")
+    board = plan.get("board")
+    if board is not None:
+        _check_board(board)
     backends = known_backends() if backends is None else backends
     models: Dict[str, Model] = {}
     points = []
@@ -166,5 +181,5 @@ def expand(plan: dict, backends: Optional[Dict[str, object]] = None) -> List[Poi
         for spec in specs:
             key = repr(spec)
             models[key] = models.get(key) or resolve_model(spec)
-            points += [Point(models[key], backend, tuple(combo)) for combo in combos]
+            points += [Point(models[key], backend, tuple(combo), board) for combo in combos]
     return points

@@ -129,12 +129,31 @@ def _compare(got, expected) -> tuple:
     return bool(matched), worst
 
 
+def _on_board(mlf: Path, work: Path, board: str, inputs, host_outputs) -> dict:
+    """The MLF cross-built for ``board`` and run once in QEMU: its ROM, RAM (static, and with the
+    measured stack and heap) and instructions per inference; outputs must equal the host run's.
+    A model the board cannot hold is a figure too (``board_error``), not a failed point."""
+    from tvm_extension.mlf import board as boards  # pylint: disable=import-outside-toplevel
+
+    record = {"board": board}
+    try:
+        program = boards.build(mlf, work, board)
+        outputs, _ = program.run(inputs)
+    except boards.BoardError as err:
+        return {**record, "board_error": _one_line(str(err))}
+    memory = program.memory
+    same = all(np.array_equal(outputs[name], host_outputs[name]) for name in host_outputs)
+    return {**record, "board_rom": memory.rom(), "board_ram": memory.ram(), "board_static_ram": memory.static_ram(),
+            "board_instructions": program.instructions, "board_matches_host": same,
+            "board_error": None if same else "the board's outputs differ from the host run's"}
+
+
 def run_point(point: Point, inputs, expected, work_root: Optional[str] = None, keep: bool = False) -> dict:
     """The record of one point; a failure becomes ``error`` (its one line), never an exception."""
     from tvm_extension.mlf import build  # pylint: disable=import-outside-toplevel
 
     record = {"model": point.model.label, "backend": point.backend, **dict(point.attrs),
-              "matched": False, "error": None, "host": os.uname().nodename, "pid": os.getpid()}
+              "board": point.board, "matched": False, "error": None, "host": os.uname().nodename, "pid": os.getpid()}
     started = time.time()
     work = Path(tempfile.mkdtemp(prefix=f"sweep-{point.backend}-", dir=work_root))
     stage = "compile"
@@ -175,6 +194,9 @@ def run_point(point: Point, inputs, expected, work_root: Optional[str] = None, k
         record["matched"], record["max_error"] = _compare(list(outputs.values()), expected)
         if not record["matched"]:
             record["error"] = f"outputs differ from TVM's CPU build (max error {record['max_error']:.3g})"
+        if point.board:
+            stage = "board"
+            record.update(_on_board(mlf, work / "board", point.board, inputs, outputs))
     except Exception as err:  # pylint: disable=broad-except
         record["error"] = f"{stage}: {_one_line(str(err)) if str(err) else type(err).__name__}"
     finally:

@@ -45,6 +45,19 @@ def write(records: List[dict], figures: List[Path], run: dict, path: Path) -> Pa
                  r.get("est_cycles"), r.get("code_bytes"), r.get("workspace_bytes"), r.get("seconds"),
                  "yes" if r.get("cached") else ""]
         lines.append("| " + " | ".join(_number(c) for c in cells) + " |")
+    on_board = [r for r in records if r.get("board")]
+    if on_board:
+        header = ["model", "backend", "attributes", "board", "ROM B", "RAM B", "instructions", "equals host"]
+        lines += ["", "## On the board", "",
+                  "Each point's MLF cross-built for the board (arm-none-eabi-gcc -O2) and run once in QEMU: ROM "
+                  "(text, rodata, initial data), RAM (static, with the measured peak stack and heap, inputs and "
+                  "outputs), instructions per inference; its outputs compared with the host run's.", "",
+                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for r in on_board:
+            equal = r.get("board_error") or ("yes" if r.get("board_matches_host") else "")
+            cells = [r["model"], r["backend"], r["attributes"], r["board"], r.get("board_rom"), r.get("board_ram"),
+                     r.get("board_instructions"), equal]
+            lines.append("| " + " | ".join(_number(c) for c in cells) + " |")
     if failed:
         lines += ["", "## Failed points", ""]
         lines += [f"- {r['model']} on {r['backend']} ({r['attributes']}): {r['error']}" for r in failed]
