@@ -102,7 +102,8 @@ def test_an_installed_backend_registers_at_import_tvm(tmp_path, autoload):
     assert done.returncode == 0, done.stderr  # (and no abort at exit: the check functions are released in time)
     names, composites = done.stdout.splitlines()
     if autoload == "1":
-        assert eval(names) == sorted(f"vanilla_accelerator.conv2d{b}{r}" for b in ("", "_bias") for r in ("", "_relu"))
+        stages, activations = ("", "_bias", "_bias_residual"), ("", "_relu", "_clip", "_prelu", "_flat_prelu")
+        assert eval(names) == sorted(f"vanilla_accelerator.conv2d{s}{a}" for s in stages for a in activations)
         assert composites == "3"  # of the 4 convs: the dilated one is refused, as by the engine
     else:
         assert (names, composites) == ("[]", "0")

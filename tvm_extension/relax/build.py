@@ -16,7 +16,7 @@ def _first_line(exc: Exception, last=False) -> str:
     return lines[-1 if last else 0]
 
 
-def _import_onnx(model: Path):
+def _import_onnx(model: Path, shapes):
     import onnx  # pylint: disable=import-outside-toplevel
     from tvm.relax.frontend.onnx import from_onnx  # pylint: disable=import-outside-toplevel
 
@@ -25,12 +25,12 @@ def _import_onnx(model: Path):
     except Exception as exc:
         raise UserError(f"'{model}' is not a readable ONNX model: {_first_line(exc)}")
     try:
-        return from_onnx(proto, keep_params_in_input=False)
+        return from_onnx(proto, shape_dict=shapes, keep_params_in_input=False)
     except Exception as exc:
         raise UserError(f"TVM's Relax ONNX frontend cannot import '{model}': {_first_line(exc, last=True)}")
 
 
-def _import_tflite(model: Path):
+def _import_tflite(model: Path, shapes):
     import tflite  # pylint: disable=import-outside-toplevel
     from tvm.relax.frontend.tflite import from_tflite  # pylint: disable=import-outside-toplevel
 
@@ -39,19 +39,19 @@ def _import_tflite(model: Path):
     if len(buf) < 8 or buf[4:8] != b"TFL3":
         raise UserError(f"'{model}' is not a readable TFLite model: no TFL3 flatbuffer identifier")
     try:
-        return from_tflite(tflite.Model.GetRootAsModel(buf, 0))
+        return from_tflite(tflite.Model.GetRootAsModel(buf, 0), shape_dict=shapes)
     except Exception as exc:
         raise UserError(f"TVM's Relax TFLite frontend cannot import '{model}': {_first_line(exc, last=True)}")
 
 
-def _import(model: Path):
-    """The model as a Relax module, by its suffix."""
+def _import(model: Path, shapes=None):
+    """The model as a Relax module, by its suffix; ``shapes`` ({input: shape}) fix dynamic dimensions."""
     if not model.is_file():
         raise UserError(f"model file '{model}' does not exist")
     importers = {".onnx": _import_onnx, ".tflite": _import_tflite}
     if model.suffix not in importers:
         raise UserError(f"'{model}': the Relax engine reads ONNX (.onnx) and TFLite (.tflite) models")
-    return importers[model.suffix](model)
+    return importers[model.suffix](model, shapes)
 
 
 def _attrs(backend, given: Optional[Dict[str, str]]) -> dict:
@@ -89,8 +89,9 @@ def _compile_c(sources: List[Path], includes: List[Path], work: Path, flags: Lis
 
 
 def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: Optional[Dict[str, str]] = None,
-                  cflags: Iterable[str] = ("-O2",)) -> List[str]:
+                  cflags: Iterable[str] = ("-O2",), shapes: Optional[Dict[str, tuple]] = None) -> List[str]:
     """Compile ``model`` for ``target`` into the shared library ``output``; returns the offload report.
+    ``shapes`` ({input name: shape}, as tvmc's --input-shapes) fixes the inputs' dynamic dimensions.
 
     Written whole or not at all: nothing is left at ``output`` on an error."""
     from tvm import relax  # pylint: disable=import-outside-toplevel
@@ -100,7 +101,7 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
         raise UserError(f"output folder '{output.parent}' does not exist")
     backend = backends.find(target, paths)
     attrs = _attrs(backend, attrs)
-    mod = relax.transform.FoldConstant()(_import(model))  # the bias as a constant (ONNX: reshape of one)
+    mod = relax.transform.FoldConstant()(_import(model, shapes))  # the bias as a constant (ONNX: reshape of one)
     mod, report = lower.offload(mod, backend, attrs)
     mod = relax.transform.LegalizeOps()(mod)
     executable = relax.build(mod, target="llvm")

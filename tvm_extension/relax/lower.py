@@ -3,8 +3,11 @@
 ``FuseOpsByPattern`` groups each match into a function marked ``Composite="<target>.<pattern>"``;
 each call of such a function becomes a ``call_tir`` of a PrimFunc whose body is the backend's
 ``kernel_call`` (a ``call_extern`` of its C function, linked in by ``build``), its status checked:
-a non-zero status fails the inference instead of returning wrong numbers.
+a non-zero status fails the inference instead of returning wrong numbers.  A backend whose kernel
+reads a constant in another form (weights in its own layout, say) says so in ``pack_constants``:
+the constant is repacked here, once, at compile time.
 """
+import collections
 import dataclasses
 from typing import Dict, List
 
@@ -22,6 +25,7 @@ class Match:
     ops: Dict[str, relax.Call]  # {operator name: its call in the function}
     buffers: Dict[relax.Var, tirx.Buffer]  # the function's parameters' buffers
     result: tirx.Buffer
+    func: relax.Function  # the matched function (``patterns.split`` names its parts)
 
     def buffer(self, expr) -> tirx.Buffer:
         """The buffer of a parameter of the function (an operand of one of ``ops``)."""
@@ -56,9 +60,13 @@ class _Lower(relax.PyExprMutator):
             return call
         pattern, ops = str(func.attrs["Composite"]), _operators(func)
         self.offloaded.append(pattern)
+        # {parameter: numpy function} of the constants the kernel reads repacked.
+        packs = self.backend.pack_constants(func) if hasattr(self.backend, "pack_constants") else {}
+        args = [relax.const(packs[param](arg.value.numpy())) if param in packs and isinstance(arg, tvm.ir.GenericConst)
+                else arg for param, arg in zip(func.params, call.args)]
 
         def body(ins, outs):
-            match = Match(pattern, ops, dict(zip(func.params, ins)), outs[0])
+            match = Match(pattern, ops, dict(zip(func.params, ins)), outs[0], func)
             call = self.backend.kernel_call(match, self.attrs)
             # A call that needs scratch memory comes with the buffers to allocate for it: (status, buffers).
             status, scratch = call if isinstance(call, tuple) else (call, [])
@@ -71,7 +79,7 @@ class _Lower(relax.PyExprMutator):
             shape = [int(d) for d in func.ret_ty.shape]
             return te.extern(shape, list(tensors), body, dtype=str(func.ret_ty.dtype), name=pattern.replace(".", "_"))
 
-        return self.builder_.call_te(compute, *call.args, primfunc_name_hint=pattern.split(".")[-1])
+        return self.builder_.call_te(compute, *args, primfunc_name_hint=pattern.split(".")[-1])
 
     def transform(self):
         for gv, func in self.mod_.functions_items():
@@ -96,8 +104,9 @@ def offload(mod: tvm.IRModule, backend, attrs: dict):
     mod = relax.transform.DeadCodeElimination()(lowering.transform())
     left = _convs(mod)
     convs = sum(p.split(".", 1)[1].startswith("conv2d") for p in lowering.offloaded) + len(left)
+    counts = collections.Counter(p.split(".", 1)[1] for p in lowering.offloaded)
     report = [f"{backend.TARGET}: offloaded {len(lowering.offloaded)} of {convs} conv2d "
-              f"({', '.join(p.split('.', 1)[1] for p in lowering.offloaded) or 'none'})"]
+              f"({', '.join(f'{name} x{n}' for name, n in counts.items()) or 'none'})"]
     for conv in left:
         shape = "x".join(str(int(d)) for d in conv.args[1].ty.shape)
         report.append(f"  conv2d {shape} stays on the CPU: {backend.why_not_offloaded(conv, attrs) or 'no pattern matched'}")

@@ -1,23 +1,26 @@
-"""Vanilla for the Relax engine (apache-tvm 0.27: ``python -m tvm_extension.relax``).
+"""Vanilla for the Relax engine (apache-tvm 0.27: ``tvm-extension compile --target vanilla_accelerator``).
 
 What a backend adds for Relax, beside its Relay backend (which this module never imports):
-its target name and attributes, its patterns in Relax terms, why a conv stays on the CPU, and
-the call of its C API computing one match.  Its C library is the same, found from
-``gen_includes`` (codegen.py), and compiled into the exported library.
+its target name and attributes, its patterns in Relax terms, why a conv stays on the CPU, the
+constants its kernel reads repacked, and the call of its C API computing one match.  Its C
+library is the same, found from ``gen_includes`` (codegen.py), and compiled into the exported library.
 
-Offloaded: ``conv2d -> [add(bias)] -> [relu]``, NCHW/OIHW float32, batch 1, no dilation or
-groups, a window of at most ``max_kernel_size`` squared taps, any stride and zero padding.
-Not yet: depthwise, NHWC, residual, clip, PReLU (the Relay backend offloads those).
+Offloaded, as on the Relay engine: ``conv2d -> [add(bias)] -> [add(residual)] -> [relu|clip|prelu]``,
+NCHW/OIHW or NHWC (TFLite's) float32, dense or depthwise, batch 1, no dilation, a window of at
+most ``max_kernel_size`` squared taps (depthwise: VANILLA_MAX_TAPS), any stride and zero padding.
 """
 from typing import Optional
 
-from tvm import tirx
+from tvm import relax, tirx
 
-from tvm_extension.relax.patterns import FLT_MAX, bias_problem, conv2d_patterns, conv2d_problem, conv_geometry
+from tvm_extension.relax.patterns import (
+    clamp_bounds, conv2d_patterns, conv2d_problem, conv_geometry, is_depthwise, per_channel_slope, split,
+    stage_problem, to_oihw,
+)
 
 from .codegen import KERNEL_DIR, gen_includes  # noqa: F401  (its C library, as for Relay)
 from .buffer_size import buffer_size
-from .target import MAX_KERNEL_SIZE, NAME as TARGET
+from .target import MAX_KERNEL_SIZE, MAX_TAPS, NAME as TARGET
 
 # As the Relay backend's: --target-vanilla_accelerator-max_kernel_size=N (its window buffer holds N*N taps).
 TARGET_ATTRS = {"max_kernel_size": 7}
@@ -26,32 +29,48 @@ TARGET_ATTR_RANGES = {"max_kernel_size": (1, MAX_KERNEL_SIZE)}
 
 def why_not_offloaded(conv, attrs) -> Optional[str]:
     """Why Vanilla does not compute this ``relax.nn.conv2d``, else None."""
-    return conv2d_problem(conv, attrs["max_kernel_size"])
+    return conv2d_problem(conv, attrs["max_kernel_size"], nhwc=True, max_taps=MAX_TAPS)
 
 
 def patterns(attrs):
-    def check(match):
-        problem = why_not_offloaded(match["conv"], attrs)
-        return problem is None and ("bias" not in match or bias_problem(match["bias"], match["conv"]) is None)
+    return conv2d_patterns(TARGET, lambda parts: why_not_offloaded(parts.conv, attrs) is None
+                           and stage_problem(parts) is None)
 
-    return conv2d_patterns(TARGET, check)
+
+def _parts(func):
+    return split(func.body.body, relax.analysis.get_var2val(func))
+
+
+def pack_constants(func) -> dict:
+    """Vanilla reads weights as [oc][ic][kh][kw] whatever the feature maps' layout, and one PReLU
+    slope per channel: {parameter of the match: how its constant is repacked}."""
+    parts = _parts(func)
+    conv = parts.conv
+    packs = {conv.args[1]: lambda weights: to_oihw(weights, conv.attrs.kernel_layout)}
+    if parts.activation is not None and parts.activation.op.name == "relax.nn.prelu":
+        packs[parts.activation.args[1]] = lambda alpha: per_channel_slope(alpha, conv, parts.flattened)
+    return packs
 
 
 def kernel_call(match, attrs):
-    """``vanilla_conv2dnchw_general`` on the match's buffers (vanilla_accelerator.h): (its status,
-    the scratch buffer to allocate for it, sized as the Relay pass sizes it)."""
-    conv = match.ops["relax.nn.conv2d"]
-    g = conv_geometry(conv)
+    """The flat call of vanilla_accelerator.h for the match's layout and kind (dense or depthwise) on
+    its buffers: (its status, the scratch buffer to allocate for it, sized as the C sizes it)."""
+    parts = _parts(match.func)
+    conv, g = parts.conv, conv_geometry(parts.conv)
+    depthwise, layout = is_depthwise(conv), conv.attrs.data_layout.lower()
     null = tirx.reinterpret("handle", tirx.const(0, "uint64"))  # a left-out tensor
-    bias = match.buffer(match.ops["relax.add"].args[1]).data if "relax.add" in match.ops else null
-    lo = 0.0 if "relax.nn.relu" in match.ops else -FLT_MAX
-    nbytes = buffer_size(False, "nchw", g)
+    operand = lambda expr: null if expr is None else match.buffer(expr).data
+    slope = parts.activation.args[1] if parts.activation is not None and parts.activation.op.name == "relax.nn.prelu" else None
+    lo, hi = clamp_bounds(parts.activation)
+    nbytes = buffer_size(depthwise, layout, g)
     scratch = tirx.decl_buffer((max(nbytes, 1),), "int8", "vanilla_scratch")
-    window = [g[k] for k in ("ic", "ih", "iw", "oc", "oh", "ow", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left")]
+    sizes = ["ic", "ih", "iw", "oc", "oh", "ow"] if not depthwise else ["ic", "ih", "iw", "oh", "ow"]  # ic = oc
+    window = [g[k] for k in (*sizes, "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left")]
+    function = f"vanilla_depthwise_conv2d{layout}" if depthwise else f"vanilla_conv2d{layout}_general"
     status = tirx.call_extern(
-        "int32", "vanilla_conv2dnchw_general", scratch.data, tirx.IntImm("int32", nbytes),
-        match.buffer(conv.args[0]).data, match.buffer(conv.args[1]).data, bias, null, null, match.result.data, *window,
-        tirx.FloatImm("float32", lo), tirx.FloatImm("float32", FLT_MAX))
+        "int32", function, scratch.data, tirx.IntImm("int32", nbytes), match.buffer(conv.args[0]).data,
+        match.buffer(conv.args[1]).data, operand(parts.bias), operand(parts.residual), operand(slope),
+        match.result.data, *window, tirx.FloatImm("float32", lo), tirx.FloatImm("float32", hi))
     return status, [scratch]
 
 
