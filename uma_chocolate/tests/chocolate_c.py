@@ -71,7 +71,8 @@ class F32Params(ctypes.Structure):
 
 
 COUNTERS_KEYS = ["layers", "configure_calls", "core_calls", "zero_calls", "macs_issued", "macs_useful", "dma_in_calls",
-                 "dma_out_calls", "dma_in_bytes", "dma_out_bytes", "dma_cycles", "core_cycles", "spad_peak_bytes"]
+                 "dma_out_calls", "dma_in_bytes", "dma_out_bytes", "dma_cycles", "core_cycles", "spad_peak_bytes",
+                 "dma_local_calls"]
 
 
 class Counters(ctypes.Structure):
@@ -81,9 +82,10 @@ class Counters(ctypes.Structure):
 I32, F32, VOID = ctypes.c_int32, ctypes.c_float, ctypes.c_void_p
 POINTERS = {"chocolate_begin": [I32] * 6, "chocolate_dma_im2col": [I32, VOID, I32, I32],
             "chocolate_dma_weights": [I32, VOID, I32, I32], "chocolate_zero": [I32], "chocolate_matmul": [I32] * 3,
-            "chocolate_store": [VOID, I32, I32, I32],
+            "chocolate_store": [VOID, I32, I32, I32], "chocolate_dma_patch": [I32, VOID, I32, I32],
+            "chocolate_im2col_patch": [I32] * 4,
             **{f"chocolate_{name}_{t}": [I32, VOID, I32, I32]
-               for name in ("dma_im2col", "dma_weights") for t in ("s8", "f32")},
+               for name in ("dma_im2col", "dma_weights", "dma_patch") for t in ("s8", "f32")},
             **{f"chocolate_store_{t}": [VOID, I32, I32, I32] for t in ("s8", "f32")},
             "chocolate_configure_s8": [VOID] * 3, "chocolate_configure_f32": [VOID] * 2,
             "chocolate_test_configure_s8": [VOID, I32, VOID, I32, I32, I32],
@@ -163,6 +165,12 @@ class Device:
 
     def weights(self, b, src, k0, n0):
         return self.lib.chocolate_dma_weights(b, _host(src), k0, n0)
+
+    def patch(self, p, src, iy0, rows):
+        return self.lib.chocolate_dma_patch(p, _host(src), iy0, rows)
+
+    def im2col_patch(self, a, p, m0, k0):
+        return self.lib.chocolate_im2col_patch(a, p, m0, k0)
 
     def zero(self, acc):
         return self.lib.chocolate_zero(acc)

@@ -296,6 +296,125 @@ def test_float_layer(device, layer_name, tile, with_bias):
 
 
 # ---------------------------------------------------------------------------------------------
+# The input patch: input rows brought in once, A tiles gathered on chip
+
+
+def band(layer, m0, tm):
+    """The input rows [iy0, iy0 + rows) the output pixels [m0, m0 + tm) read (inside the image)."""
+    rows = layer.gemm[0]
+    y_lo, y_hi = m0 // layer.ow, (min(m0 + tm, rows) - 1) // layer.ow
+    iy0 = max(0, y_lo * layer.stride[0] - layer.pads[0])
+    return iy0, min(layer.ih, y_hi * layer.stride[0] - layer.pads[0] + layer.kh) - iy0
+
+
+def run_layer_patched(dev, layer, tile, x, w2d, configure, out_dtype, per_panel, bpc=8, setup=32):
+    """run_layer's loop nest with the A tiles gathered on chip from an input patch: the whole
+    input once, or (per_panel) each row panel's band of input rows."""
+    rows, channels, depth = layer.gemm
+    tm, tn, tk = tile
+    a, b, acc = addresses(tile, x.dtype.itemsize)
+    p = acc + 4 * tm * tn
+    out = np.full((rows, channels), 99, out_dtype)
+    assert dev.begin(spad=8192, tile=tile, bpc=bpc, setup=setup) == 0
+    assert configure() == 0, dev.last_error()
+    statuses = [] if per_panel else [dev.patch(p, x, 0, layer.ih)]
+    for m0 in range(0, rows, tm):
+        if per_panel:
+            statuses.append(dev.patch(p, x, *band(layer, m0, tm)))
+        for n0 in range(0, channels, tn):
+            statuses.append(dev.zero(acc))
+            for k0 in range(0, depth, tk):
+                statuses += [dev.im2col_patch(a, p, m0, k0), dev.weights(b, w2d, k0, n0), dev.matmul(a, b, acc)]
+            statuses.append(dev.store(out, acc, m0, n0))
+    assert not any(statuses), dev.last_error()
+    return out
+
+
+def expected_patched_counters(layer, tile, elem, per_panel, bpc=8, setup=32):
+    """run_layer's counters with the im2col DMA replaced: the patches' bytes and transfers in,
+    one on-chip gather per A tile (the same cycles as the DMA of that tile)."""
+    c = expected_counters(layer, tile, elem, bpc, setup)
+    rows, channels, depth = layer.gemm
+    tm, tn, tk = tile
+    inside = layer.im2col(np.ones((layer.ih, layer.iw, layer.ic), np.int64), 0)
+    a_tiles = c["core_calls"]
+    patches = [band(layer, m0, tm)[1] for m0 in range(0, rows, tm)] if per_panel else [layer.ih]
+    patch_bytes = [r * layer.iw * layer.ic * elem for r in patches]
+    c["dma_in_bytes"] += sum(patch_bytes) - elem * -(-channels // tn) * int(inside.sum())
+    c["dma_in_calls"] += len(patches) - a_tiles
+    c["dma_local_calls"] = a_tiles
+    c["dma_cycles"] += sum(setup + -(-n // bpc) for n in patch_bytes)
+    c["spad_peak_bytes"] += max(patch_bytes)
+    return c
+
+
+@pytest.mark.parametrize("per_panel", [False, True], ids=["whole", "bands"])
+@pytest.mark.parametrize("dtype", ["int8", "float32"])
+@pytest.mark.parametrize("layer_name", list(LAYERS))
+@pytest.mark.parametrize("tile", TILES, ids=["x".join(map(str, t)) for t in TILES])
+def test_patched_layer_equals_the_im2col_dma(device, layer_name, tile, dtype, per_panel):
+    """A tiles gathered on chip from the input patch (the whole input, or a band of rows per row
+    panel) are the im2col DMA's tiles: the same outputs bit for bit; only the patches' bytes
+    cross from the host."""
+    layer = LAYERS[layer_name]
+    g, elem = layer.geometry, np.dtype(dtype).itemsize
+    if dtype == "int8":
+        x, w2d, bias, weight_scales = quantized_case(layer, 3 + TILES.index(tile))
+        table = channel_params(bias, 0.05 * weight_scales, 0.1, layer.oc)
+        configure, out_dtype = (lambda: device.configure_s8(g, -7, table, 5, (-100, 110))), np.int8
+    else:
+        rng = np.random.default_rng(31 + TILES.index(tile))
+        x = rng.standard_normal((layer.ih, layer.iw, layer.ic)).astype(np.float32)
+        w2d = rng.standard_normal((layer.gemm[2], layer.oc)).astype(np.float32)
+        bias = rng.standard_normal(layer.oc).astype(np.float32)
+        configure, out_dtype = (lambda: device.configure_f32(g, bias, -2.5, 3.0)), np.float32
+    expected = run_layer(device, layer, tile, x, w2d, configure, out_dtype)
+    got = run_layer_patched(device, layer, tile, x, w2d, configure, out_dtype, per_panel)
+    np.testing.assert_array_equal(got, expected)
+    assert len(np.unique(got)) > 20
+    device.shutdown()
+    run_layer_patched(device, layer, tile, x, w2d, configure, out_dtype, per_panel)
+    assert device.counters() == expected_patched_counters(layer, tile, elem, per_panel)
+
+
+def test_patch_misuse(device, capfd):
+    """Each misuse of the patch entries: its code, one line, nothing changed."""
+    src, wts, out = small_layer(device)  # SMALL: 5x5x2 int8 input, 3x3 window, padding 1
+    fails(device, device.im2col_patch(0, 64, 0, 0), "EPATCH", "chocolate_im2col_patch: no input patch at 64 since "
+          "the layer was configured (chocolate_dma_patch first)")
+    fails(device, device.patch(64, None, 0, 1), "EINVAL", "chocolate_dma_patch: input pointer is NULL")
+    fails(device, device.patch(64, src, -1, 2), "EBOUNDS", "chocolate_dma_patch: input rows [-1, 1) are not inside "
+          "the 5 rows of the input")
+    fails(device, device.patch(64, src, 4, 2), "EBOUNDS", "input rows [4, 6)")
+    fails(device, device.patch(64, src, 0, 0), "EBOUNDS", "input rows [0, 0)")
+    fails(device, device.patch(4090, src, 0, 1), "EADDR", "chocolate_dma_patch: patch tile [4090, 4100) is not in "
+          "the 4096-byte scratchpad")
+    assert device.counters()["dma_in_calls"] == 0 and device.counters()["spad_peak_bytes"] == 0
+    assert device.patch(64, src, 0, 2) == 0  # rows 0 and 1: the first output row's windows
+    assert device.counters()["dma_in_bytes"] == 2 * 5 * 2 and device.counters()["dma_in_calls"] == 1
+    fails(device, device.im2col_patch(0, 65, 0, 0), "EPATCH", "no input patch at 65")
+    fails(device, device.im2col_patch(60, 64, 0, 0), "EOVERLAP", "chocolate_im2col_patch: a tile [60, 76) overlaps "
+          "patch tile [64, 84)")
+    # pixel 5 is output row 1, column 0; depth 14 its window's row 2, column 1: input row 2
+    fails(device, device.im2col_patch(0, 64, 4, 12), "EPATCH", "chocolate_im2col_patch: im2col element (5, 14) reads "
+          "input row 2, outside the patch's rows [0, 2)")
+    fails(device, device.im2col_patch(0, 64, 25, 0), "EBOUNDS", "tile origin (25, 0) is outside the 25x18 im2col")
+    fails(device, device.im2col_patch(4090, 64, 0, 0), "EADDR", "a tile [4090, 4106)")
+    assert device.counters()["dma_local_calls"] == 0
+    assert device.im2col_patch(0, 64, 0, 0) == 0  # pixels 0..3 of output row 0
+    assert device.counters()["dma_local_calls"] == 1 and device.counters()["dma_in_calls"] == 1
+    fails(device, device.typed("chocolate_dma_patch_f32", 64, src.astype(np.float32), 0, 1), "EINVAL",
+          "chocolate_dma_patch_f32: the layer is configured for int8")
+    assert device.typed("chocolate_dma_patch_s8", 64, src, 0, 3) == 0
+    assert device.im2col_patch(0, 64, 4, 12) == 0
+    small_layer(device, begin=False)  # a new configure forgets the patch
+    fails(device, device.im2col_patch(0, 64, 0, 0), "EPATCH", "no input patch at 64")
+    assert device.patch(64, src, 0, 5) == 0 and device.begin() == 0  # and so does a new layer
+    small_layer(device, begin=False)
+    fails(device, device.im2col_patch(0, 64, 0, 0), "EPATCH", "no input patch at 64")
+
+
+# ---------------------------------------------------------------------------------------------
 # Counters
 
 
@@ -345,7 +464,7 @@ def test_counters_of_a_small_layer(device, dtype):
     by_hand = {"layers": 1, "configure_calls": 1, "core_calls": 8, "zero_calls": 4, "macs_issued": 64,
                "macs_useful": 27, "dma_in_calls": 16, "dma_out_calls": 4, "dma_in_bytes": 36 * elem,
                "dma_out_bytes": 9 * elem, "dma_cycles": 16 * (3 + -(-4 * elem // 4)) + 4 * (3 + 4),
-               "core_cycles": 16, "spad_peak_bytes": 4 * elem + 4 * elem + 16}
+               "core_cycles": 16, "spad_peak_bytes": 4 * elem + 4 * elem + 16, "dma_local_calls": 0}
     assert device.counters() == by_hand
     assert expected_counters(ONE_BY_ONE, tile, elem, bpc=4, setup=3) == by_hand
 
@@ -523,6 +642,8 @@ ENTRIES = {
     "chocolate_zero": lambda d, s: d.zero(0),
     "chocolate_matmul": lambda d, s: d.matmul(0, 16, 64),
     "chocolate_store": lambda d, s: d.store(s, 0, 0, 0),
+    "chocolate_dma_patch": lambda d, s: d.patch(64, s, 0, 1),
+    "chocolate_im2col_patch": lambda d, s: d.im2col_patch(0, 64, 0, 0),
 }
 
 

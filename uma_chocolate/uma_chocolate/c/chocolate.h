@@ -16,6 +16,11 @@
  *       chocolate_matmul(a, b, acc)              acc += a . b, start, wait for completion
  *     chocolate_store_s8(output, acc, m0, n0)    output stage on the way out to host memory
  *
+ * or, to read each input row once instead of once per window that covers it: the input rows
+ * the tiles need brought in once (chocolate_dma_patch_s8(p, input, iy0, rows): the whole input,
+ * or the band of rows of a panel of output pixels), and each A tile gathered on chip from them
+ * (chocolate_im2col_patch(a, p, m0, k0): no host byte moves).
+ *
  * (the _f32 entries for a float layer; the untyped chocolate_dma_im2col/_weights/_store behind
  * them take either)
  *
@@ -55,7 +60,8 @@ typedef enum {
   CHOCOLATE_EBOUNDS = 7,        /* a tile origin outside the layer's matrices */
   CHOCOLATE_EADDR = 8,          /* a scratchpad region outside the scratchpad or misaligned */
   CHOCOLATE_EOVERLAP = 9,       /* the accumulator tile overlaps an operand tile */
-  CHOCOLATE_EUNWRITTEN = 10     /* reads scratchpad bytes nothing has written since begin */
+  CHOCOLATE_EUNWRITTEN = 10,    /* reads scratchpad bytes nothing has written since begin */
+  CHOCOLATE_EPATCH = 11         /* an on-chip im2col without the input patch its windows read */
 } chocolate_status;
 
 #define CHOCOLATE_MAX_SPAD_BYTES (1 << 30)
@@ -126,6 +132,18 @@ chocolate_status chocolate_configure_f32(const chocolate_conv_params* conv, cons
  * k0 in [0, depth), else CHOCOLATE_EBOUNDS. */
 chocolate_status chocolate_dma_im2col(int32_t a, const void* input, int32_t m0, int32_t k0);
 
+/* DMA, host -> scratchpad: the input rows [iy0, iy0 + rows), every column and channel, row-major
+ * [rows][iw][ic] at `p` (int8 or float as configured): the input patch.  The device keeps where
+ * it is (p, iy0, rows) for chocolate_im2col_patch, until the next patch, configure or begin.
+ * 0 <= iy0, rows >= 1, iy0 + rows <= ih, else CHOCOLATE_EBOUNDS. */
+chocolate_status chocolate_dma_patch(int32_t p, const void* input, int32_t iy0, int32_t rows);
+
+/* On chip, scratchpad -> scratchpad (no host byte moves): the tile_m x tile_k tile of the
+ * im2col matrix at (m0, k0), as chocolate_dma_im2col makes it, gathered from the input patch at
+ * `p`, row-major at `a`.  CHOCOLATE_EPATCH: the last patch is not at p, or an element of the tile
+ * lies in an input row outside it; the tile must not overlap the patch (CHOCOLATE_EOVERLAP). */
+chocolate_status chocolate_im2col_patch(int32_t a, int32_t p, int32_t m0, int32_t k0);
+
 /* DMA, host -> scratchpad: the tile_k x tile_n tile at (k0, n0) of the host weights
  * [depth][channels] (row-major), at `b`; elements past depth or channels are 0. */
 chocolate_status chocolate_dma_weights(int32_t b, const void* weights, int32_t k0, int32_t n0);
@@ -152,6 +170,8 @@ chocolate_status chocolate_store_s8(int8_t* output, int32_t acc, int32_t m0, int
 chocolate_status chocolate_dma_im2col_f32(int32_t a, float* input, int32_t m0, int32_t k0);
 chocolate_status chocolate_dma_weights_f32(int32_t b, float* weights, int32_t k0, int32_t n0);
 chocolate_status chocolate_store_f32(float* output, int32_t acc, int32_t m0, int32_t n0);
+chocolate_status chocolate_dma_patch_s8(int32_t p, int8_t* input, int32_t iy0, int32_t rows);
+chocolate_status chocolate_dma_patch_f32(int32_t p, float* input, int32_t iy0, int32_t rows);
 
 /* What the device has done since power-up. */
 typedef struct {
@@ -167,6 +187,7 @@ typedef struct {
   int64_t dma_cycles;      /* per transfer: setup + ceil(scratchpad bytes moved / bytes per cycle) */
   int64_t core_cycles;     /* per core call: tile_k (one row of MACs per cycle, a systolic array) */
   int64_t spad_peak_bytes; /* most scratchpad bytes one layer has written */
+  int64_t dma_local_calls; /* on-chip gathers (chocolate_im2col_patch; their cycles in dma_cycles) */
 } chocolate_counters;
 
 void chocolate_get_counters(chocolate_counters* out); /* zeros before power-up; NULL ignored */
@@ -193,6 +214,9 @@ CHOCOLATE_CALL(chocolate_store_s8, (int8_t* output, int32_t acc, int32_t m0, int
 CHOCOLATE_CALL(chocolate_dma_im2col_f32, (int32_t a, float* input, int32_t m0, int32_t k0), (a, input, m0, k0))
 CHOCOLATE_CALL(chocolate_dma_weights_f32, (int32_t b, float* weights, int32_t k0, int32_t n0), (b, weights, k0, n0))
 CHOCOLATE_CALL(chocolate_store_f32, (float* output, int32_t acc, int32_t m0, int32_t n0), (output, acc, m0, n0))
+CHOCOLATE_CALL(chocolate_dma_patch_s8, (int32_t p, int8_t* input, int32_t iy0, int32_t rows), (p, input, iy0, rows))
+CHOCOLATE_CALL(chocolate_dma_patch_f32, (int32_t p, float* input, int32_t iy0, int32_t rows), (p, input, iy0, rows))
+CHOCOLATE_CALL(chocolate_im2col_patch, (int32_t a, int32_t p, int32_t m0, int32_t k0), (a, p, m0, k0))
 #undef CHOCOLATE_CALL
 
 static inline int32_t chocolate_configure_s8_call(int32_t rows, int32_t channels, int32_t depth, int32_t ih,

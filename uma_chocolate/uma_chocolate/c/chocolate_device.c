@@ -21,7 +21,7 @@ static int report_registered;
 
 static const char* code_name(chocolate_status code) {
   static const char* const names[] = {"OK",     "ENOTREADY",      "ECONFIG", "ENOMEM", "EINVAL",   "ELAYER",
-                                      "ENOTCONFIGURED", "EBOUNDS", "EADDR",  "EOVERLAP", "EUNWRITTEN"};
+                                      "ENOTCONFIGURED", "EBOUNDS", "EADDR",  "EOVERLAP", "EUNWRITTEN", "EPATCH"};
   return (size_t)code < sizeof names / sizeof names[0] ? names[code] : "E?";
 }
 
@@ -40,12 +40,13 @@ static void report_to(FILE* out) {
   static const char* const keys[] = {
       "spad_bytes", "tile_m", "tile_n", "tile_k", "dma_bytes_per_cycle", "dma_setup_cycles", "layers",
       "configure_calls", "core_calls", "zero_calls", "macs_issued", "macs_useful", "dma_in_calls", "dma_out_calls",
-      "dma_in_bytes", "dma_out_bytes", "dma_cycles", "core_cycles", "spad_peak_bytes"};
+      "dma_in_bytes", "dma_out_bytes", "dma_cycles", "core_cycles", "spad_peak_bytes", "dma_local_calls"};
   const chocolate_counters* c = &chocolate_dev.counters;
   const int64_t values[] = {
       chocolate_dev.spad_bytes, chocolate_dev.tile_m, chocolate_dev.tile_n, chocolate_dev.tile_k, chocolate_dev.dma_bytes_per_cycle, chocolate_dev.dma_setup_cycles, c->layers,
       c->configure_calls, c->core_calls, c->zero_calls, c->macs_issued, c->macs_useful, c->dma_in_calls,
-      c->dma_out_calls, c->dma_in_bytes, c->dma_out_bytes, c->dma_cycles, c->core_cycles, c->spad_peak_bytes};
+      c->dma_out_calls, c->dma_in_bytes, c->dma_out_bytes, c->dma_cycles, c->core_cycles, c->spad_peak_bytes,
+      c->dma_local_calls};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; ++i)
     fprintf(out, "chocolate.%s: %lld\n", keys[i], (long long)values[i]);
 }
@@ -70,6 +71,7 @@ void chocolate_free_layer(void) {
   free(chocolate_dev.conf.bias);
   memset(&chocolate_dev.conf, 0, sizeof chocolate_dev.conf);
   chocolate_dev.configured = 0;
+  chocolate_dev.patch_set = 0;
 }
 
 chocolate_status chocolate_begin(int32_t spad_bytes, int32_t tile_m, int32_t tile_n, int32_t tile_k,
@@ -145,8 +147,8 @@ chocolate_status chocolate_check_inside(const char* entry, region r) {
 
 chocolate_status chocolate_check_apart(const char* entry, region acc, region r) {
   if (acc.addr < r.addr + r.bytes && r.addr < acc.addr + acc.bytes)
-    return chocolate_fail(CHOCOLATE_EOVERLAP, entry, "accumulator tile [%lld, %lld) overlaps %s tile [%lld, %lld)",
-                (long long)acc.addr, (long long)(acc.addr + acc.bytes), r.what, (long long)r.addr,
+    return chocolate_fail(CHOCOLATE_EOVERLAP, entry, "%s tile [%lld, %lld) overlaps %s tile [%lld, %lld)",
+                acc.what, (long long)acc.addr, (long long)(acc.addr + acc.bytes), r.what, (long long)r.addr,
                 (long long)(r.addr + r.bytes));
   return CHOCOLATE_OK;
 }

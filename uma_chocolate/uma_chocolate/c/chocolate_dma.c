@@ -49,6 +49,69 @@ chocolate_status chocolate_dma_im2col(int32_t a, const void* input, int32_t m0, 
   return dma_in(dst, input, m0, k0, chocolate_dev.tile_m, chocolate_dev.tile_k, im2col_index, chocolate_dev.conf.input_zp);
 }
 
+/* The input patch: rows [iy0, iy0 + rows) of the host input, every column and channel. */
+chocolate_status chocolate_dma_patch(int32_t p, const void* input, int32_t iy0, int32_t rows) {
+  const layer* c = &chocolate_dev.conf;
+  CHECK(chocolate_check_call(__func__, "input", input, NULL, 0, 0, 0, 0));
+  if (iy0 < 0 || rows < 1 || iy0 > c->ih - rows)
+    return chocolate_fail(CHOCOLATE_EBOUNDS, __func__, "input rows [%ld, %ld) are not inside the %ld rows of the input",
+                          (long)iy0, (long)iy0 + rows, (long)c->ih);
+  const int64_t row = (int64_t)c->iw * c->ic, elems = row * rows, elem = c->f32 ? 4 : 1;
+  const region dst = {"patch", p, elems * elem, c->f32};
+  CHECK(chocolate_check_inside(__func__, dst));
+  memcpy(chocolate_dev.mem + p, (const unsigned char*)input + iy0 * row * elem, (size_t)(elems * elem));
+  chocolate_mark_written(dst);
+  chocolate_dev.patch_set = 1;
+  chocolate_dev.patch_addr = p;
+  chocolate_dev.patch_iy0 = iy0;
+  chocolate_dev.patch_rows = rows;
+  chocolate_dev.counters.dma_in_calls += 1;
+  chocolate_dev.counters.dma_in_bytes += elems * elem;
+  chocolate_count_transfer(dst.bytes);
+  return CHOCOLATE_OK;
+}
+
+/* The A tile at (m0, k0) from the patch: checked whole before anything is written. */
+chocolate_status chocolate_im2col_patch(int32_t a, int32_t p, int32_t m0, int32_t k0) {
+  const layer* c = &chocolate_dev.conf;
+  const region dst = operand("a", a, chocolate_dev.tile_m, chocolate_dev.tile_k);
+  CHECK(chocolate_check_call(__func__, NULL, NULL, "im2col", m0, k0, c->rows, c->depth));
+  CHECK(chocolate_check_inside(__func__, dst));
+  if (!chocolate_dev.patch_set || chocolate_dev.patch_addr != p)
+    return chocolate_fail(CHOCOLATE_EPATCH, __func__, "no input patch at %ld since the layer was configured "
+                          "(chocolate_dma_patch first)", (long)p);
+  const int64_t row = (int64_t)c->iw * c->ic, elem = c->f32 ? 4 : 1;
+  const int64_t first = chocolate_dev.patch_iy0 * row, end = first + chocolate_dev.patch_rows * row;
+  const region src = {"patch", p, (end - first) * elem, c->f32};
+  CHECK(chocolate_check_apart(__func__, dst, src));
+  /* The patch's bytes are written: its flags were set by chocolate_dma_patch and only a begin,
+   * which forgets the patch, clears them. */
+  for (int64_t i = 0; i < chocolate_dev.tile_m; ++i) {
+    for (int64_t j = 0; j < chocolate_dev.tile_k; ++j) {
+      const int64_t at = im2col_index(c, m0 + i, k0 + j);
+      if (at >= 0 && (at < first || at >= end))
+        return chocolate_fail(CHOCOLATE_EPATCH, __func__, "im2col element (%lld, %lld) reads input row %lld, outside the "
+                              "patch's rows [%ld, %ld)", (long long)(m0 + i), (long long)(k0 + j),
+                              (long long)(at / row), (long)chocolate_dev.patch_iy0,
+                              (long)(chocolate_dev.patch_iy0 + chocolate_dev.patch_rows));
+    }
+  }
+  unsigned char* out = chocolate_dev.mem + a;
+  const unsigned char* patch = chocolate_dev.mem + p;
+  for (int64_t i = 0; i < chocolate_dev.tile_m; ++i) {
+    for (int64_t j = 0; j < chocolate_dev.tile_k; ++j, out += elem) {
+      const int64_t at = im2col_index(c, m0 + i, k0 + j);
+      if (at >= 0) memcpy(out, patch + (at - first) * elem, (size_t)elem);
+      else if (c->f32) store_f32(out, 0.0f);
+      else store_s8(out, c->input_zp);
+    }
+  }
+  chocolate_mark_written(dst);
+  chocolate_dev.counters.dma_local_calls += 1;
+  chocolate_count_transfer(dst.bytes);
+  return CHOCOLATE_OK;
+}
+
 chocolate_status chocolate_dma_weights(int32_t b, const void* weights, int32_t k0, int32_t n0) {
   const region dst = operand("b", b, chocolate_dev.tile_k, chocolate_dev.tile_n);
   CHECK(chocolate_check_call(__func__, "weights", weights, "weights", k0, n0, chocolate_dev.conf.depth, chocolate_dev.conf.channels));
@@ -112,5 +175,11 @@ chocolate_status chocolate_dma_weights_f32(int32_t b, float* weights, int32_t k0
 }
 chocolate_status chocolate_store_f32(float* output, int32_t acc, int32_t m0, int32_t n0) {
   TYPED(__func__, 1, chocolate_store(output, acc, m0, n0));
+}
+chocolate_status chocolate_dma_patch_s8(int32_t p, int8_t* input, int32_t iy0, int32_t rows) {
+  TYPED(__func__, 0, chocolate_dma_patch(p, input, iy0, rows));
+}
+chocolate_status chocolate_dma_patch_f32(int32_t p, float* input, int32_t iy0, int32_t rows) {
+  TYPED(__func__, 1, chocolate_dma_patch(p, input, iy0, rows));
 }
 

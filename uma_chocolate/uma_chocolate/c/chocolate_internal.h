@@ -26,6 +26,8 @@ typedef struct {
   unsigned char* written; /* one flag per byte */
   int64_t layer_bytes;    /* distinct bytes written since the layer began */
   layer conf;
+  int patch_set;                       /* the input patch (chocolate_dma_patch) and where it is */
+  int32_t patch_addr, patch_iy0, patch_rows;
   chocolate_counters counters;
 } device;
 
