@@ -24,9 +24,9 @@ PACKING = r"""
 int32_t test_depthwise_conv2d_nchw_call(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual, int32_t slope,
                                         int32_t ofmap, int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow,
                                         int32_t oc, int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w,
-                                        float lo, float hi) {
+                                        float lo, float hi, int32_t accumulate) {
   return strawberry_depthwise_conv2d_nchw_call(ifmap, weights, bias, residual, slope, ofmap, ih, iw, ic, oh, ow, oc,
-                                               kh, kw, stride_h, stride_w, lo, hi);
+                                               kh, kw, stride_h, stride_w, lo, hi, accumulate);
 }
 """
 
@@ -49,7 +49,7 @@ class ConvAddrs(ctypes.Structure):
 
 class ConvParams(ctypes.Structure):
     _fields_ = [("input", Dims), ("output", Dims), ("kernel", HW), ("stride", HW), ("lo", ctypes.c_float),
-                ("hi", ctypes.c_float)]
+                ("hi", ctypes.c_float), ("accumulate", ctypes.c_int32)]
 
 
 class Counters(ctypes.Structure):
@@ -76,5 +76,5 @@ def prototypes(lib: ctypes.CDLL) -> ctypes.CDLL:
                     "strawberry_spad_bytes", *CONV_ENTRIES, "test_depthwise_conv2d_nchw_call")
     clib.prototypes(lib, ctypes.c_char_p, "strawberry_last_error")
     clib.prototypes(lib, None, "strawberry_get_counters", "strawberry_report", "strawberry_shutdown")
-    lib.test_depthwise_conv2d_nchw_call.argtypes = [ctypes.c_int32] * 16 + [ctypes.c_float] * 2
+    lib.test_depthwise_conv2d_nchw_call.argtypes = [ctypes.c_int32] * 16 + [ctypes.c_float] * 2 + [ctypes.c_int32]
     return lib

@@ -62,11 +62,11 @@ class Device:
     def dma_out(self, host, addr, ext, strides, start, n):
         return self.lib.strawberry_dma_out(clib.pointer(host), addr, ctypes.byref(self._tile(ext, strides, start, n)))
 
-    def conv(self, layout, depthwise, addrs, sizes, lo=-3.4e38, hi=3.4e38):
+    def conv(self, layout, depthwise, addrs, sizes, lo=-3.4e38, hi=3.4e38, accumulate=0):
         """sizes: oc, iw, ih, ic, kh, kw, ow, oh, stride w, stride h (depthwise: no ic, it is oc)."""
         oc, iw, ih, *rest = sizes
         ic, (kh, kw, ow, oh, sw, sh) = (oc, rest) if depthwise else (rest[0], rest[1:])
-        params = ConvParams(Dims(ih, iw, ic), Dims(oh, ow, oc), HW(kh, kw), HW(sh, sw), lo, hi)
+        params = ConvParams(Dims(ih, iw, ic), Dims(oh, ow, oc), HW(kh, kw), HW(sh, sw), lo, hi, accumulate)
         entry = getattr(self.lib, f"strawberry_{'depthwise_' if depthwise else ''}conv2d_{layout}")
         return entry(ctypes.byref(ConvAddrs(*addrs)), ctypes.byref(params))
 
@@ -257,6 +257,100 @@ def test_conv_layer_through_the_scratchpad(device, case):
     assert counters["layers"] == 1
 
 
+ACC_ADD, ACC_PARTIAL = 1, 2  # STRAWBERRY_ACC_*
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c[1]], ids=lambda c: f"{c[0]}-{c[6][0]}x{c[6][1]}")
+@pytest.mark.parametrize("chunk", [1, 2])
+def test_conv_in_input_channel_chunks(device, case, chunk):
+    """A dense conv whose input channels come in chunks: each chunk's input and weights in their
+    own regions, partial sums kept in the ofmap region, the output stage applied after the last
+    chunk; partial sums cannot leave the scratchpad before it."""
+    layout, _, ic, oc, h, w, (kh, kw), stride, pad, has_bias, has_res, has_slope, lo, hi = case
+    rng = np.random.default_rng(CASES.index(case))
+    x = rng.standard_normal((ic, h, w)).astype(np.float32)
+    weights = rng.standard_normal((oc, ic, kh, kw)).astype(np.float32)
+    ph, pw = h + pad[0] + pad[2], w + pad[1] + pad[3]
+    oh, ow = (ph - kh) // stride[0] + 1, (pw - kw) // stride[1] + 1
+    bias = rng.standard_normal(oc).astype(np.float32) if has_bias else None
+    residual = rng.standard_normal((oc, oh, ow)).astype(np.float32) if has_res else None
+    slope = rng.standard_normal(oc).astype(np.float32) * 0.3 if has_slope else None
+    expected = reference_conv(x, weights, bias, residual, slope, stride, pad, False, lo, hi)
+    to = (lambda a: np.transpose(a, (1, 2, 0))) if layout == "nhwc" else (lambda a: a)
+    rows, cols = (oh - 1) * stride[0] + kh, (ow - 1) * stride[1] + kw
+
+    assert device.begin(spad=65536) == 0
+    flat = lambda slot, count, at: device.dma_in(at, slot, (1, 1, count), (0, 0, 1), (0, 0, 0), (1, 1, count))
+    addrs = [-1, -1, -1, -1, -1, 49152]
+    for role, value, at in (("bias", bias, 28672), ("residual", residual, 36864), ("slope", slope, 29696)):
+        if value is not None:
+            assert flat(device.host(to(value) if role == "residual" else value), value.size, at) == 0
+            addrs[("bias", "residual", "slope").index(role) + 2] = at
+    xs, ws = device.host(to(x)), device.host(weights)
+    firsts = list(range(0, ic, chunk))
+    out = device.host(np.zeros(expected.size, np.float32))
+    whole = (1, 1, expected.size), (0, 0, 1), (0, 0, 0), (1, 1, expected.size)
+    for n, i0 in enumerate(firsts):
+        ni = min(chunk, ic - i0)
+        at_x, at_w = 4096 * n, 16384 + 1024 * n  # each chunk in a region of its own
+        if layout == "nchw":
+            assert device.dma_in(at_x, xs, (ic, h, w), (h * w, w, 1), (i0, -pad[0], -pad[1]), (ni, rows, cols)) == 0
+        else:
+            assert device.dma_in(at_x, xs, (h, w, ic), (w * ic, ic, 1), (-pad[0], -pad[1], i0), (rows, cols, ni)) == 0
+        assert device.dma_in(at_w, ws, (oc, ic, kh * kw), (ic * kh * kw, kh * kw, 1), (0, i0, 0), (oc, ni, kh * kw)) == 0
+        flags = (ACC_ADD if n > 0 else 0) | (ACC_PARTIAL if n < len(firsts) - 1 else 0)
+        sizes = [oc, cols, rows, ni, kh, kw, ow, oh, stride[1], stride[0]]
+        addrs[:2] = at_x, at_w
+        assert device.conv(layout, False, addrs, sizes, lo, hi, flags) == 0, device.last_error()
+        if flags & ACC_PARTIAL:
+            fails(device, device.dma_out(out, 49152, *whole), "EPARTIAL", "strawberry_dma_out",
+                  "reads source bytes of the scratchpad from 49152 that hold partial sums")
+    assert device.dma_out(out, 49152, *whole) == 0
+    np.testing.assert_allclose(device.read(out).reshape(to(expected).shape), to(expected), rtol=1e-5, atol=1e-5)
+    counters = device.counters()
+    assert counters["macs"] == oc * oh * ow * kh * kw * ic and counters["compute_calls"] == len(firsts)
+
+
+@pytest.mark.parametrize("depthwise,flags,ofmap,code,fragment", [
+    (False, 4, "none", "EPARTIAL", "accumulate is 4 (0 or STRAWBERRY_ACC_ADD | STRAWBERRY_ACC_PARTIAL)"),
+    (False, -1, "none", "EPARTIAL", "accumulate is -1"),
+    (True, ACC_PARTIAL, "none", "EPARTIAL", "accumulate 2 on a depthwise conv"),
+    (False, ACC_ADD, "none", "EUNWRITTEN", "reads ofmap bytes [512, 560)"),
+    (False, ACC_ADD, "final", "EPARTIAL", "adds to ofmap bytes of the scratchpad from 512 that hold no partial sums"),
+    (False, ACC_ADD | ACC_PARTIAL, "final", "EPARTIAL", "that hold no partial sums"),
+    (False, ACC_ADD, "partial", None, None),
+    (False, 0, "partial", None, None),  # a fresh reduction may overwrite partial sums
+])
+def test_partial_sums_misuse(device, depthwise, flags, ofmap, code, fragment):
+    addrs, sizes = conv_setup(device)
+    if depthwise:
+        sizes = [2, 4, 4, 3, 3, 2, 2, 1, 1]
+    if ofmap != "none":
+        assert device.conv("nchw", False, addrs, [3, 4, 4, 2, 3, 3, 2, 2, 1, 1], -1.0, 1.0,
+                           ACC_PARTIAL if ofmap == "partial" else 0) == 0
+    before = device.counters()
+    status = device.conv("nchw", depthwise, addrs, sizes, -1.0, 1.0, flags)
+    if code is None:
+        assert status == 0, device.last_error()
+        out = device.host(np.zeros(12))
+        assert device.dma_out(out, 512, (1, 1, 12), (0, 0, 1), (0, 0, 0), (1, 1, 12)) == 0
+        np.testing.assert_array_equal(device.read(out), np.ones(12))  # 18 (+ 18) + 1 clamped to 1
+        return
+    fails(device, status, code, f"strawberry_{'depthwise_' if depthwise else ''}conv2d_nchw", fragment)
+    assert device.counters() == before
+
+
+def test_partial_sums_are_not_an_input(device):
+    """Partial sums read as an input of a computation (here as the next layer's ifmap): EPARTIAL."""
+    addrs, sizes = conv_setup(device)
+    assert device.conv("nchw", False, addrs, sizes, -1.0, 1.0, ACC_PARTIAL) == 0
+    # the 3x2x2 partial sums at 512 as a [3][2][2] input of a 1x1 conv
+    slot = device.host(np.ones(3))
+    assert device.dma_in(1024, slot, (1, 1, 3), (0, 0, 1), (0, 0, 0), (1, 1, 3)) == 0
+    fails(device, device.conv("nchw", False, [512, 1024, -1, -1, -1, 1536], [1, 2, 2, 3, 1, 1, 2, 2, 1, 1]),
+          "EPARTIAL", "strawberry_conv2d_nchw", "reads ifmap bytes of the scratchpad from 512 that hold partial sums")
+
+
 # ---------------------------------------------------------------------------------------------
 # Misuse: one code per kind, a message, nothing changed
 
@@ -423,9 +517,9 @@ def test_depthwise_channels_and_null_structs(device):
     addrs, _ = conv_setup(device)
     #                 ih iw ic oh ow oc kh kw sh sw   (ifmap [2][4][4] written, weights [2][3][3] at 128)
     packed = device.lib.test_depthwise_conv2d_nchw_call
-    fails(device, packed(*addrs, 4, 4, 2, 2, 2, 3, 3, 3, 1, 1, -1.0, 1.0), "ESIZE",
+    fails(device, packed(*addrs, 4, 4, 2, 2, 2, 3, 3, 3, 1, 1, -1.0, 1.0, 0), "ESIZE",
           "strawberry_depthwise_conv2d_nchw", "a depthwise conv with 2 input and 3 output channels")
-    assert packed(*addrs, 4, 4, 2, 2, 2, 2, 3, 3, 1, 1, -1.0, 1.0) == 0
+    assert packed(*addrs, 4, 4, 2, 2, 2, 2, 3, 3, 1, 1, -1.0, 1.0, 0) == 0
     out = device.host(np.zeros(8))
     assert device.dma_out(out, 512, (1, 1, 8), (0, 0, 1), (0, 0, 0), (1, 1, 8)) == 0
     np.testing.assert_array_equal(device.read(out), np.ones(8))  # 9 + 1 clamped to 1

@@ -11,7 +11,7 @@ from tvm import tir
 from tvm.relay.backend import Executor
 
 from uma_strawberry import program
-from uma_strawberry.tiling import Config, ConfigError, Layer, Unfit, cost, lower_bound, plan_layer, tile_words
+from uma_strawberry.tiling import WORD as WORD_BYTES, Config, ConfigError, Layer, Unfit, cost, lower_bound, plan_layer, tile_words
 
 ATTRS = dict(scratchpad_bytes=16384, ifmap_percent=40, weights_percent=30, dma_bytes_per_cycle=8, dma_setup_cycles=32,
              macs_per_cycle=64)
@@ -30,6 +30,9 @@ LAYERS = [
           pad_left=1, bias=True, residual=True),
     Layer("nchw", False, ic=16, ih=9, iw=7, oc=12, oh=5, ow=4, kh=5, kw=3, stride_h=1, stride_w=2, pad_top=0,
           pad_left=1, residual=True),
+    # One output channel's weights (40 x 3 x 3 + bias) do not fit 4 KiB's weights partition whole.
+    Layer("nhwc", False, ic=40, ih=7, iw=6, oc=6, oh=7, ow=6, kh=3, kw=3, stride_h=1, stride_w=1, pad_top=1,
+          pad_left=1, bias=True, residual=True),
 ]
 # A 1x1 conv of stride 2 reads every other input row and column: the DMA fetches whole padded rows,
 # so even one output row per tile moves the skipped columns, above the lower bound.
@@ -37,28 +40,46 @@ STRIDE_ABOVE_WINDOW = Layer("nhwc", False, ic=4, ih=9, iw=9, oc=6, oh=5, ow=5, k
                             pad_top=0, pad_left=0, bias=True)
 
 
-def fits(layer, rows, channels, cfg):
+def fits(layer, cfg, *tile):
     limits = (cfg.ifmap_bytes // 4, cfg.weights_bytes // 4, cfg.ofmap_bytes // 4)
-    return all(need <= limit for need, limit in zip(tile_words(layer, rows, channels), limits))
+    return all(need <= limit for need, limit in zip(tile_words(layer, *tile), limits))
 
 
-@pytest.mark.parametrize("spad", [4096, 8192, 16384, 65536])
+def every_split(layer, cfg):
+    """Every tile size along rows, columns, output and input channels (not only one per tile
+    count), in both loop orders, with every residency the order allows, that fits."""
+    orders = [(False, w, False) for w in (False, True)]
+    orders += [(True, w, i) for w in (False, True) for i in ((False,) if layer.depthwise else (False, True))]
+    for rows, cols, channels in itertools.product(range(1, layer.oh + 1), range(1, layer.ow + 1),
+                                                  range(1, layer.oc + 1)):
+        if not fits(layer, cfg, rows, cols, channels, channels if layer.depthwise else 1):
+            continue
+        for in_channels in ([channels] if layer.depthwise else range(1, layer.ic + 1)):
+            for rows_outer, weights_resident, ifmap_resident in orders:
+                if rows_outer and weights_resident and channels < layer.oc:
+                    continue
+                tile = (rows, cols, channels, in_channels, weights_resident, ifmap_resident)
+                if fits(layer, cfg, *tile):
+                    yield cost(layer, rows, cols, channels, in_channels, rows_outer, weights_resident, ifmap_resident)
+
+
+@pytest.mark.parametrize("spad", [4096, 16384, 65536])
 @pytest.mark.parametrize("layer", LAYERS + [STRIDE_ABOVE_WINDOW], ids=range(len(LAYERS) + 1))
 def test_plan_is_the_cheapest_split_that_fits(layer, spad):
-    """Against every tile size (not only one per tile count) in both loop orders."""
+    """Against every split: tile sizes along the four axes, both loop orders, every residency."""
     cfg = config(scratchpad_bytes=spad)
-    candidates = [cost(layer, rows, channels, order)
-                  for rows, channels, order in itertools.product(range(1, layer.oh + 1), range(1, layer.oc + 1), (0, 1))
-                  if fits(layer, rows, channels, cfg)]
-    if not candidates:
-        with pytest.raises(Unfit):
-            plan_layer(layer, cfg)
-        return
+    best_bytes = best_calls = None
+    for candidate in every_split(layer, cfg):
+        key = (candidate.dma_bytes, candidate.dma_calls)
+        if best_bytes is None or key < (best_bytes, best_calls):
+            best_bytes, best_calls = key
     plan = plan_layer(layer, cfg)
-    assert fits(layer, plan.rows, plan.channels, cfg)
-    assert plan.dma_bytes == min(c.dma_bytes for c in candidates)
-    assert plan.dma_calls == min(c.dma_calls for c in candidates if c.dma_bytes == plan.dma_bytes)
+    assert fits(layer, cfg, plan.rows, plan.cols, plan.channels, plan.in_channels, plan.weights_resident,
+                plan.ifmap_resident)
+    assert (plan.dma_bytes, plan.dma_calls) == (best_bytes, best_calls)
     assert plan.dma_bytes >= lower_bound(layer)
+    assert plan == cost(layer, plan.rows, plan.cols, plan.channels, plan.in_channels, plan.rows_outer,
+                        plan.weights_resident, plan.ifmap_resident)
 
 
 @pytest.mark.parametrize("layer", LAYERS, ids=range(len(LAYERS)))
@@ -73,45 +94,69 @@ def test_more_scratchpad_never_moves_more(layer):
 
 
 def test_lower_bound_skips_what_no_window_reads():
+    """With one output row and column per tile, the DMA fetches only what the windows read."""
     layer = STRIDE_ABOVE_WINDOW
     inputs, weights, outputs = 4 * 5 * 5, 6 * (4 + 1), 6 * 5 * 5  # rows and columns 0, 2, 4, 6, 8
     assert lower_bound(layer) == 4 * (inputs + weights + outputs)
     best = plan_layer(layer, config(scratchpad_bytes=1 << 20))
-    assert best.rows == 1 and best.dma_bytes == lower_bound(layer) + 4 * 4 * 5 * 4  # 4 skipped columns x 5 rows
+    assert best.rows == best.cols == 1 and best.dma_bytes == lower_bound(layer)
+    whole_rows = cost(layer, 1, 5, 6, 4, rows_outer=True, weights_resident=True, ifmap_resident=True)
+    assert whole_rows.dma_bytes == lower_bound(layer) + 4 * 4 * 5 * 4  # 4 skipped columns x 5 rows
 
 
 def test_weights_stay_resident_when_the_rows_are_split():
     """Rows split, all output channels at once: the weights and bias are loaded once, not per row tile."""
     plan = plan_layer(LAYERS[0], config())
-    assert plan.row_tiles > 1 and plan.channel_tiles == 1 and plan.weights_resident
-    assert plan.dma_in_calls == plan.row_tiles + 2
+    assert plan.row_tiles > 1 and plan.channel_tiles == 1 and plan.in_tiles == 1 and plan.weights_resident
+    assert plan.dma_in_calls == plan.row_tiles * plan.col_tiles + 2
 
 
 def test_cost_counts_halo_and_padding():
-    """3x3 stride 1 pad 1 on 16 rows in 2 row tiles of 8: each tile reads 10 input rows (a halo of
-    2), of which the first tile's top row and the last's bottom row are padding."""
+    """3x3 stride 1 pad 1 on 16 x 16 in 2 row tiles of 8 and 2 column tiles of 8: each tile reads
+    10 input rows and 10 columns (a halo of 2), of which the outer ones at the image's edges are
+    padding."""
     layer = LAYERS[0]
-    plan = cost(layer, 8, 16, rows_outer=True)
-    in_bytes = 4 * layer.ic * 16 * (9 + 9)  # 9 real rows of 16 real columns per tile
-    tile_bytes = 4 * layer.ic * 18 * (10 + 10)  # 10 rows x 18 columns per tile
+    plan = cost(layer, 8, 8, 16, 8, rows_outer=True, weights_resident=True, ifmap_resident=True)
+    in_bytes = 4 * layer.ic * (9 + 9) * (9 + 9)  # 9 real rows and columns per tile
+    tile_bytes = 4 * layer.ic * (10 + 10) * (10 + 10)  # 10 rows x 10 columns per tile
     weights = 4 * (16 * 8 * 9 + 16)
     assert plan.dma_in_bytes == in_bytes + weights
     assert plan.dma_pad_bytes == tile_bytes - in_bytes
     assert plan.dma_out_bytes == 4 * 16 * 16 * 16
-    assert (plan.dma_in_calls, plan.dma_out_calls) == (2 + 2, 2)
+    assert (plan.dma_in_calls, plan.dma_out_calls) == (4 + 2, 4)
 
 
-@pytest.mark.parametrize("layer,spad,fragment", [
-    (Layer("nchw", False, 64, 8, 200, 8, 8, 200, 3, 3, 1, 1, 1, 1), 16384,
-     "one output row reads 155136 bytes of input (64 channels x 3 rows x 202 columns), the ifmap partition holds 6552"),
-    (Layer("nchw", False, 1300, 1, 1, 8, 1, 1, 1, 1, 1, 1, 0, 0, bias=True), 16384,
-     "one output channel's weights take 5204 bytes, the weights partition holds 4912"),
-    (Layer("nhwc", True, 4, 2, 4000, 4, 2, 4000, 1, 1, 1, 1, 0, 0, residual=True), 65536,
-     "one output row of one channel takes 32000 bytes, the ofmap partition holds 19664"),
+def test_input_channel_chunks_cost_transfers_not_bytes():
+    """Cutting the input channels into chunks keeps the bytes and adds transfers: per output tile,
+    one input tile and one weight chunk per input-channel chunk (nothing resident)."""
+    layer = LAYERS[-1]
+    whole = cost(layer, 7, 6, 6, 40, rows_outer=False)
+    chunks = cost(layer, 7, 6, 6, 10, rows_outer=False)
+    assert chunks.in_tiles == 4 and chunks.dma_bytes == whole.dma_bytes
+    assert chunks.dma_in_calls == whole.dma_in_calls + 2 * 3 and chunks.compute_calls == 4
+
+
+def test_small_scratchpads_split_the_input_channels():
+    """At 4 KiB one output channel's weights do not fit whole: the plan cuts the input channels."""
+    layer = LAYERS[-1]
+    cfg = config(scratchpad_bytes=4096)
+    assert WORD_BYTES * tile_words(layer, 1, 1, 1, layer.ic)[1] > cfg.weights_bytes
+    plan = plan_layer(layer, cfg)
+    assert plan.in_tiles > 1 and plan.in_channels * plan.in_tiles >= layer.ic
+
+
+@pytest.mark.parametrize("layer,spad,changes,fragment", [
+    (Layer("nchw", False, 64, 8, 200, 8, 8, 200, 3, 3, 1, 1, 1, 1), 64, {},
+     "one output reads 36 bytes of input (1 channel x 3 rows x 3 columns), the ifmap partition holds 24"),
+    (Layer("nchw", False, 1300, 1, 1, 8, 1, 1, 3, 3, 1, 1, 1, 1, bias=True), 64,
+     dict(ifmap_percent=80, weights_percent=10),
+     "one output channel's weights for one input channel take 40 bytes, the weights partition holds 4"),
+    (Layer("nhwc", True, 4, 2, 4000, 4, 2, 4000, 1, 1, 1, 1, 0, 0, residual=True), 100,
+     dict(ifmap_percent=49, weights_percent=49), "one output takes 8 bytes, the ofmap partition holds 4"),
 ])
-def test_unfit_says_which_partition(layer, spad, fragment):
+def test_unfit_says_which_partition(layer, spad, changes, fragment):
     with pytest.raises(Unfit, match=fragment.replace("(", r"\(").replace(")", r"\)")):
-        plan_layer(layer, config(scratchpad_bytes=spad))
+        plan_layer(layer, config(scratchpad_bytes=spad, **changes))
 
 
 @pytest.mark.parametrize("changes,fragment", [

@@ -24,10 +24,11 @@ from tvm import tir
 from tvm_extension.kit.scopes import scratchpad_scope
 from tvm_extension.kit.calls import status_checked
 
-from .tiling import WORD, Config, Layer, Plan
+from .tiling import WORD, Config, Layer, Plan, tile_words
 
 READ, WRITE = 1, 2
 NONE = -1  # STRAWBERRY_NONE: no bias / residual / slope
+ACC_ADD, ACC_PARTIAL = 1, 2  # STRAWBERRY_ACC_*: an input-channel chunk's sums added to / left as partial sums
 
 
 def scope(part: str, config: Config) -> str:
@@ -42,11 +43,12 @@ class Scratch:
         self.var = tir.Var(name, tvm.ir.PointerType(tvm.ir.PrimType("float32"), scope(part, config)))
         self.words, self.base = words, config.bases[part]
 
-    def addr(self, mask: int) -> tir.PrimExpr:
-        """Its byte address in the scratchpad (the offset is filled in by TVM)."""
+    def addr(self, mask: int, words=0) -> tir.PrimExpr:
+        """The byte address in the scratchpad of its element ``words`` (the buffer's offset is filled
+        in by TVM)."""
         offset = tir.call_intrin("int32", "tir.tvm_access_ptr", tir.type_annotation("float32"), self.var, 0,
                                  self.words, mask)
-        return self.base + offset * WORD
+        return self.base + (offset + words) * WORD
 
     def allocate(self, body: tir.Stmt) -> tir.Stmt:
         return tir.Allocate(self.var, "float32", [self.words], tir.const(True, "bool"), body)
@@ -69,9 +71,9 @@ def _extern(name: str, *args) -> tir.Stmt:
     return status_checked(tir.call_extern("int32", name, *args), "status")
 
 
-def dma_in(scratch: Scratch, host: tir.Var, box) -> tir.Stmt:
+def dma_in(scratch: Scratch, host: tir.Var, box, words=0) -> tir.Stmt:
     ext, strides, start, n = box
-    return _extern("strawberry_dma_in_call", scratch.addr(WRITE), host, *ext, *strides, *start, *n)
+    return _extern("strawberry_dma_in_call", scratch.addr(WRITE, words), host, *ext, *strides, *start, *n)
 
 
 def dma_out(host: tir.Var, scratch: Scratch, box) -> tir.Stmt:
@@ -81,21 +83,28 @@ def dma_out(host: tir.Var, scratch: Scratch, box) -> tir.Stmt:
 
 def _seq(*stmts) -> tir.Stmt:
     stmts = [s for s in stmts if s is not None]
+    if not stmts:
+        return None
     return stmts[0] if len(stmts) == 1 else tir.SeqStmt(stmts)
 
 
-def _tiles(name: str, count: int, size: int, extent: int, body: Callable[[tir.PrimExpr, tir.PrimExpr], tir.Stmt]):
-    """for t in range(count): first = t * size, length = min(size, extent - first): body(first, length)."""
+def _tiles(name: str, count: int, size: int, extent: int,
+           body: Callable[[tir.PrimExpr, tir.PrimExpr, tir.PrimExpr], tir.Stmt]) -> tir.Stmt:
+    """for t in range(count): first = t * size, length = min(size, extent - first): body(t, first, length)."""
     if count == 1:
-        return body(tir.const(0, "int32"), tir.const(extent, "int32"))
+        return body(tir.const(0, "int32"), tir.const(0, "int32"), tir.const(extent, "int32"))
     index = tir.Var(f"{name}_tile", "int32")
     first = index * size
     if extent % size == 0:
-        inner = body(first, tir.const(size, "int32"))
+        inner = body(index, first, tir.const(size, "int32"))
     else:
         length = tir.Var(name, "int32")
-        inner = tir.LetStmt(length, tir.min(tir.const(size, "int32"), extent - first), body(first, length))
+        inner = tir.LetStmt(length, tir.min(tir.const(size, "int32"), extent - first), body(index, first, length))
     return tir.For(index, 0, count, tir.ForKind.SERIAL, inner)
+
+
+def _flag(condition: tir.PrimExpr, value: int) -> tir.PrimExpr:
+    return tir.Cast("int32", condition) * value
 
 
 def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir.Var]], lo: float, hi: float) -> tir.Stmt:
@@ -103,64 +112,93 @@ def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir
 
     ``host``: the data pointers of the function's tensors by role (ifmap, weights, bias,
     residual, slope, ofmap; None when absent).  Weights are packed [oc][ic|1][kh][kw].
+    A resident tensor split into input-channel chunks holds chunk j at j times a full chunk.
     """
-    tc, th = plan.channels, plan.rows
+    tc, th, tw, ti, n_it = plan.channels, plan.rows, plan.cols, plan.in_channels, plan.in_tiles
+    dense, taps = not layer.depthwise, layer.taps
+    ifmap_words, weights_words, ofmap_words = tile_words(layer, th, tw, tc, ti, plan.weights_resident,
+                                                         plan.ifmap_resident)
     spad = {
-        "ifmap": Scratch("ifmap_spad", "ifmap", plan.ifmap_words, config),
-        "weights": Scratch("weights_spad", "weights", tc * layer.weights_per_channel, config),
-        "ofmap": Scratch("ofmap_spad", "ofmap", tc * th * layer.ow, config),
+        "ifmap": Scratch("ifmap_spad", "ifmap", ifmap_words, config),
+        "weights": Scratch("weights_spad", "weights", weights_words - tc * layer.extras, config),
+        "ofmap": Scratch("ofmap_spad", "ofmap", tc * th * tw, config),
     }
-    for role, part, words in (("bias", "weights", tc), ("slope", "weights", tc), ("residual", "ofmap", tc * th * layer.ow)):
+    for role, part, words in (("bias", "weights", tc), ("slope", "weights", tc), ("residual", "ofmap", tc * th * tw)):
         if host.get(role) is not None:
             spad[role] = Scratch(f"{role}_spad", part, words, config)
-    per_channel = layer.weights_per_channel
+    in_tile_words = ti * layer.in_rows(th) * layer.in_cols(tw)  # a full input chunk
 
-    def load_weights(c0, nc):
-        loads = [dma_in(spad["weights"], host["weights"],
-                        ((layer.oc, 1, per_channel), (per_channel, 0, 1), (c0, 0, 0), (nc, 1, per_channel)))]
-        for role in ("bias", "slope"):
-            if role in spad:
-                loads.append(dma_in(spad[role], host[role], vector_box(layer.oc, c0, nc)))
-        return _seq(*loads)
+    def load_weights(c0, nc, i0, ni, words):
+        if dense:
+            box = ((layer.oc, layer.ic, taps), (layer.ic * taps, taps, 1), (c0, i0, 0), (nc, ni, taps))
+        else:
+            box = ((layer.oc, 1, taps), (taps, 0, 1), (c0, 0, 0), (nc, 1, taps))
+        return dma_in(spad["weights"], host["weights"], box, words)
 
-    def load_ifmap(c0, nc, y0, nr):
-        channels = (c0, nc) if layer.depthwise else (0, layer.ic)
-        rows = (nr - 1) * layer.stride_h + layer.kh
-        box = fmap_box(layer.layout, (layer.ic, layer.ih, layer.iw), (channels[0], y0 * layer.stride_h - layer.pad_top,
-                       -layer.pad_left), (channels[1], rows, layer.in_cols))
-        return dma_in(spad["ifmap"], host["ifmap"], box)
+    def load_extras(c0, nc):
+        return _seq(*[dma_in(spad[role], host[role], vector_box(layer.oc, c0, nc)) for role in ("bias", "slope")
+                      if role in spad])
 
-    def compute_and_store(c0, nc, y0, nr):
-        out_box = fmap_box(layer.layout, (layer.oc, layer.oh, layer.ow), (c0, y0, 0), (nc, nr, layer.ow))
-        residual = dma_in(spad["residual"], host["residual"], out_box) if "residual" in spad else None
+    def load_ifmap(c0, nc, y0, nr, x0, nx, words):
+        box = fmap_box(layer.layout, (layer.ic, layer.ih, layer.iw),
+                       (c0, y0 * layer.stride_h - layer.pad_top, x0 * layer.stride_w - layer.pad_left),
+                       (nc, layer.in_rows(nr), layer.in_cols(nx)))
+        return dma_in(spad["ifmap"], host["ifmap"], box, words)
+
+    in_chunks = lambda body: _tiles("in", n_it, ti, layer.ic, body)
+    resident = lambda j: j if n_it > 1 else 0  # the chunk's place in a resident tensor
+
+    def resident_weights(c0, nc):
+        return _seq(in_chunks(lambda j, i0, ni: load_weights(c0, nc, i0, ni, resident(j) * tc * ti * taps)),
+                    load_extras(c0, nc))
+
+    def resident_ifmap(y0, nr, x0, nx):
+        return in_chunks(lambda j, i0, ni: load_ifmap(i0, ni, y0, nr, x0, nx, resident(j) * in_tile_words))
+
+    def output_tile(c0, nc, y0, nr, x0, nx):
+        """The output tile: its residual, then per input-channel chunk what is not resident and the
+        engine (partial sums until the last chunk), then the tile back to host memory."""
+        out_box = fmap_box(layer.layout, (layer.oc, layer.oh, layer.ow), (c0, y0, x0), (nc, nr, nx))
         optional = [spad[role].addr(READ) if role in spad else tir.const(NONE, "int32")
                     for role in ("bias", "residual", "slope")]
-        rows = (nr - 1) * layer.stride_h + layer.kh
-        sizes = [rows, layer.in_cols, nc if layer.depthwise else layer.ic,  # input tile (h, w, c)
-                 nr, layer.ow, nc, layer.kh, layer.kw, layer.stride_h, layer.stride_w]  # output, kernel, stride
         kernel = f"strawberry_{'depthwise_' if layer.depthwise else ''}conv2d_{layer.layout}_call"
-        compute = _extern(kernel, spad["ifmap"].addr(READ), spad["weights"].addr(READ), *optional,
-                          spad["ofmap"].addr(WRITE), *sizes, tir.FloatImm("float32", lo), tir.FloatImm("float32", hi))
-        return _seq(residual, compute, dma_out(host["ofmap"], spad["ofmap"], out_box))
 
-    rows_tiles = lambda body: _tiles("rows", plan.row_tiles, th, layer.oh, body)
-    channel_tiles = lambda body: _tiles("channels", plan.channel_tiles, tc, layer.oc, body)
+        def chunk(j, i0, ni):
+            weights_at = resident(j) * tc * ti * taps if plan.weights_resident else 0
+            ifmap_at = resident(j) * in_tile_words if plan.ifmap_resident else 0
+            accumulate = 0 if n_it == 1 else _flag(j > 0, ACC_ADD) + _flag(j < n_it - 1, ACC_PARTIAL)
+            sizes = [layer.in_rows(nr), layer.in_cols(nx), ni if dense else nc,  # input tile (h, w, c)
+                     nr, nx, nc, layer.kh, layer.kw, layer.stride_h, layer.stride_w]  # output, kernel, stride
+            return _seq(
+                None if plan.weights_resident else load_weights(c0, nc, i0, ni, 0),
+                None if plan.ifmap_resident else load_ifmap(*((i0, ni) if dense else (c0, nc)), y0, nr, x0, nx, 0),
+                _extern(kernel, spad["ifmap"].addr(READ, ifmap_at), spad["weights"].addr(READ, weights_at), *optional,
+                        spad["ofmap"].addr(WRITE), *sizes, tir.FloatImm("float32", lo), tir.FloatImm("float32", hi),
+                        accumulate))
+
+        return _seq(
+            dma_in(spad["residual"], host["residual"], out_box) if "residual" in spad else None,
+            None if plan.weights_resident else load_extras(c0, nc),
+            in_chunks(chunk),
+            dma_out(host["ofmap"], spad["ofmap"], out_box))
+
+    def spatial_tiles(body):
+        return _tiles("rows", plan.row_tiles, th, layer.oh, lambda _, y0, nr: _tiles(
+            "cols", plan.col_tiles, tw, layer.ow, lambda _, x0, nx: body(y0, nr, x0, nx)))
+
+    channel_tiles = lambda body: _tiles("channels", plan.channel_tiles, tc, layer.oc, lambda _, c0, nc: body(c0, nc))
     if not plan.rows_outer:
-        # Channels outer: each weight chunk loaded once, resident while the row tiles stream through.
+        # Channels outer: each weight chunk loaded once (if resident) while the spatial tiles stream through.
         program = channel_tiles(lambda c0, nc: _seq(
-            load_weights(c0, nc),
-            rows_tiles(lambda y0, nr: _seq(load_ifmap(c0, nc, y0, nr), compute_and_store(c0, nc, y0, nr)))))
+            resident_weights(c0, nc) if plan.weights_resident else None,
+            spatial_tiles(lambda y0, nr, x0, nx: output_tile(c0, nc, y0, nr, x0, nx))))
     else:
-        # Rows outer: each input tile loaded once (a dense conv's serves every channel tile).
-        resident = plan.channel_tiles == 1
+        # Rows outer: each input tile loaded once (if resident) for every channel tile.
         program = _seq(
-            load_weights(tir.const(0, "int32"), tir.const(layer.oc, "int32")) if resident else None,
-            rows_tiles(lambda y0, nr: _seq(
-                None if layer.depthwise else load_ifmap(None, None, y0, nr),
-                channel_tiles(lambda c0, nc: _seq(
-                    None if resident else load_weights(c0, nc),
-                    load_ifmap(c0, nc, y0, nr) if layer.depthwise else None,
-                    compute_and_store(c0, nc, y0, nr))))))
+            resident_weights(tir.const(0, "int32"), tir.const(layer.oc, "int32")) if plan.weights_resident else None,
+            spatial_tiles(lambda y0, nr, x0, nx: _seq(
+                resident_ifmap(y0, nr, x0, nx) if plan.ifmap_resident else None,
+                channel_tiles(lambda c0, nc: output_tile(c0, nc, y0, nr, x0, nx)))))
     begin = _extern("strawberry_begin_call", config.spad_bytes, config.dma_bytes_per_cycle, config.dma_setup_cycles,
                     config.macs_per_cycle)
     body = _seq(begin, program)

@@ -51,7 +51,10 @@ typedef enum {
   STRAWBERRY_EADDR = 10,      /* a scratchpad region outside the scratchpad, or an address not a multiple of 4 */
   STRAWBERRY_EUNWRITTEN = 11, /* reads scratchpad elements nothing has written since the layer began */
   STRAWBERRY_EOVERLAP = 12,   /* a computation's output region overlaps one of its input regions */
-  STRAWBERRY_EENGINE = 13     /* the conv engine refused the layer (the kit engine's status in the message) */
+  STRAWBERRY_EENGINE = 13,    /* the conv engine refused the layer (the kit engine's status in the message) */
+  STRAWBERRY_EPARTIAL = 14    /* partial sums misused: an accumulate value other than the flags below, or set on
+                               * a depthwise conv; STRAWBERRY_ACC_ADD onto an ofmap region not holding partial
+                               * sums; partial sums read as data (dma_out, or an input of a computation) */
 } strawberry_status;
 
 /* Largest scratchpad the model simulates (1 GiB). */
@@ -92,7 +95,8 @@ typedef struct {
 strawberry_status strawberry_dma_in(int32_t spad_addr, const float* host, const strawberry_tile* tile);
 
 /* Scratchpad -> host memory: the tile lying inside the host tensor (STRAWBERRY_EHOST otherwise),
- * the scratchpad region entirely written (STRAWBERRY_EUNWRITTEN). */
+ * the scratchpad region entirely written (STRAWBERRY_EUNWRITTEN), with no partial sums
+ * (STRAWBERRY_EPARTIAL). */
 strawberry_status strawberry_dma_out(float* host, int32_t spad_addr, const strawberry_tile* tile);
 
 typedef struct {
@@ -110,13 +114,23 @@ typedef struct {
   int32_t ifmap, weights, bias, residual, slope, ofmap;
 } strawberry_conv_addrs;
 
-/* A layer's tile: sizes, window, strides and the output stage's clamp. */
+/* strawberry_conv_params.accumulate: a dense conv whose input channels do not fit the scratchpad
+ * at once is computed one chunk of input channels per call, the partial sums kept in the ofmap
+ * region (float32).  0: the whole reduction, then the output stage (one call, the usual case). */
+#define STRAWBERRY_ACC_ADD 1     /* add this chunk's sums to the partial sums the ofmap region holds */
+#define STRAWBERRY_ACC_PARTIAL 2 /* more chunks follow: leave partial sums there, no output stage */
+/* So: first chunk STRAWBERRY_ACC_PARTIAL, middle ones STRAWBERRY_ACC_ADD | STRAWBERRY_ACC_PARTIAL, last
+ * STRAWBERRY_ACC_ADD (which applies the output stage to the total).  Partial sums are not data: only a
+ * later STRAWBERRY_ACC_ADD may read them (STRAWBERRY_EPARTIAL otherwise). */
+
+/* A layer's tile: sizes, window, strides, the output stage's clamp, the partial sums. */
 typedef struct {
-  strawberry_dims input;  /* the input tile as the DMA padded it */
+  strawberry_dims input;  /* the input tile as the DMA padded it (c: this call's input channels) */
   strawberry_dims output; /* c: the output channels */
   strawberry_hw kernel;
   strawberry_hw stride;
   float lo, hi;
+  int32_t accumulate;     /* 0, or STRAWBERRY_ACC_* flags (above) */
 } strawberry_conv_params;
 
 /* The conv engine on scratchpad tiles (the kit's, see kit_conv_f32.h): a "valid"
@@ -126,10 +140,12 @@ typedef struct {
  *   nhwc: ifmap [ih][iw][ic], residual and ofmap [oh][ow][oc];
  *   weights [oc][ic][kh][kw], bias and slope [oc]; all float32 at the given scratchpad addresses.
  * Output (y, x) reads input rows y*stride.h + 0..kernel.h-1, columns x*stride.w + 0..kernel.w-1.
- * Every input region must be written since the layer began, and the ofmap region may not overlap
- * any of them (inputs may overlap each other).  Checked in this order: the device is ready, no
- * NULL struct, sizes (oc, iw, ih, ic, kh, kw, ow, oh), strides, window, clamp, regions inside the
- * scratchpad, written, not overlapping. */
+ * With params->accumulate (STRAWBERRY_ACC_*), the convolution of this chunk of input channels is
+ * added to the ofmap's partial sums and/or the output stage left for a later call.
+ * Every input region must be written since the layer began (and hold no partial sums), and the
+ * ofmap region may not overlap any of them (inputs may overlap each other).  Checked in this
+ * order: the device is ready, no NULL struct, sizes (oc, iw, ih, ic, kh, kw, ow, oh), strides,
+ * window, clamp, accumulate, regions inside the scratchpad, written, partial sums, not overlapping. */
 strawberry_status strawberry_conv2d_nchw(const strawberry_conv_addrs* addrs, const strawberry_conv_params* params);
 strawberry_status strawberry_conv2d_nhwc(const strawberry_conv_addrs* addrs, const strawberry_conv_params* params);
 
@@ -199,15 +215,17 @@ static inline int32_t strawberry_dma_out_call(float* host, int32_t spad_addr, in
 }
 
 /* The engine entries' arguments: addresses (ifmap, weights, bias, residual, slope, ofmap), then
- * the input tile (h, w, c), the output tile (h, w, c), kernel (h, w), stride (h, w), clamp. */
-#define STRAWBERRY_CONV_CALL(NAME, ENTRY)                                                                     \
-  static inline int32_t NAME(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual, int32_t slope,  \
-                             int32_t ofmap, int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow,       \
-                             int32_t oc, int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, float lo, \
-                             float hi) {                                                                      \
-    const strawberry_conv_addrs addrs = {ifmap, weights, bias, residual, slope, ofmap};                       \
-    const strawberry_conv_params params = {{ih, iw, ic}, {oh, ow, oc}, {kh, kw}, {stride_h, stride_w}, lo, hi}; \
-    return (int32_t)ENTRY(&addrs, &params);                                                                   \
+ * the input tile (h, w, c), the output tile (h, w, c), kernel (h, w), stride (h, w), clamp,
+ * accumulate. */
+#define STRAWBERRY_CONV_CALL(NAME, ENTRY)                                                                       \
+  static inline int32_t NAME(int32_t ifmap, int32_t weights, int32_t bias, int32_t residual, int32_t slope,    \
+                             int32_t ofmap, int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow,         \
+                             int32_t oc, int32_t kh, int32_t kw, int32_t stride_h, int32_t stride_w, float lo,   \
+                             float hi, int32_t accumulate) {                                                    \
+    const strawberry_conv_addrs addrs = {ifmap, weights, bias, residual, slope, ofmap};                         \
+    const strawberry_conv_params params = {{ih, iw, ic}, {oh, ow, oc}, {kh, kw}, {stride_h, stride_w}, lo, hi,  \
+                                           accumulate};                                                         \
+    return (int32_t)ENTRY(&addrs, &params);                                                                     \
   }
 STRAWBERRY_CONV_CALL(strawberry_conv2d_nchw_call, strawberry_conv2d_nchw)
 STRAWBERRY_CONV_CALL(strawberry_conv2d_nhwc_call, strawberry_conv2d_nhwc)

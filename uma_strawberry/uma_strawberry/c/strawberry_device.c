@@ -22,7 +22,7 @@ static const char* code_name(strawberry_status code) {
       "STRAWBERRY_OK",     "STRAWBERRY_ENOTREADY", "STRAWBERRY_ECONFIG",    "STRAWBERRY_ENOMEM",
       "STRAWBERRY_EINVAL", "STRAWBERRY_ESIZE",     "STRAWBERRY_ESTRIDE",    "STRAWBERRY_EWINDOW",
       "STRAWBERRY_ECLAMP", "STRAWBERRY_EHOST",     "STRAWBERRY_EADDR",      "STRAWBERRY_EUNWRITTEN",
-      "STRAWBERRY_EOVERLAP", "STRAWBERRY_EENGINE"};
+      "STRAWBERRY_EOVERLAP", "STRAWBERRY_EENGINE", "STRAWBERRY_EPARTIAL"};
   return (size_t)code < sizeof names / sizeof names[0] ? names[code] : "STRAWBERRY_E?";
 }
 
@@ -154,6 +154,7 @@ void strawberry_shutdown(void) {
   free(strawberry_dev.mem);
   free(strawberry_dev.written);
   free(strawberry_dev.engine_buf);
+  free(strawberry_dev.sums);
   memset(&strawberry_dev, 0, sizeof strawberry_dev);
 }
 
@@ -188,15 +189,42 @@ strawberry_status strawberry_check_written(const char* entry, region r) {
   return STRAWBERRY_OK;
 }
 
-void strawberry_mark_written(region r) {
+/* The first element of [first, end) that holds partial sums (partial = 1) or does not (0), or -1. */
+static int64_t first_where(int64_t first, int64_t end, int partial) {
+  for (int64_t i = first; i < end; ++i)
+    if ((strawberry_dev.written[i] == PARTIAL) == partial) return i;
+  return -1;
+}
+
+strawberry_status strawberry_check_no_partial(const char* entry, region r) {
+  const int64_t i = first_where(r.addr / 4, (r.addr + r.bytes) / 4, 1);
+  if (i < 0) return STRAWBERRY_OK;
+  return strawberry_fail(STRAWBERRY_EPARTIAL, entry,
+                         "reads %s bytes of the scratchpad from %lld that hold partial sums (the last input-channel "
+                         "chunk is not computed yet)", r.what, (long long)(i * 4));
+}
+
+strawberry_status strawberry_check_partial(const char* entry, region r) {
+  const int64_t i = first_where(r.addr / 4, (r.addr + r.bytes) / 4, 0);
+  if (i < 0) return STRAWBERRY_OK;
+  return strawberry_fail(STRAWBERRY_EPARTIAL, entry,
+                         "adds to %s bytes of the scratchpad from %lld that hold no partial sums (STRAWBERRY_ACC_ADD "
+                         "without an earlier STRAWBERRY_ACC_PARTIAL)", r.what, (long long)(i * 4));
+}
+
+static void mark(region r, unsigned char state) {
   const int64_t first = r.addr / 4, end = (r.addr + r.bytes) / 4;
   for (int64_t i = first; i < end; ++i) {
     strawberry_dev.layer_bytes += strawberry_dev.written[i] ? 0 : 4;
-    strawberry_dev.written[i] = 1;
+    strawberry_dev.written[i] = state;
   }
   strawberry_dev.counters.spad_peak_bytes = max64(strawberry_dev.counters.spad_peak_bytes, strawberry_dev.layer_bytes);
   strawberry_dev.counters.spad_high_water = max64(strawberry_dev.counters.spad_high_water, r.addr + r.bytes);
 }
+
+void strawberry_mark_written(region r) { mark(r, WRITTEN); }
+
+void strawberry_mark_partial(region r) { mark(r, PARTIAL); }
 
 int strawberry_overlaps(region a, region b) {
   return a.bytes > 0 && b.bytes > 0 && a.addr < b.addr + b.bytes && b.addr < a.addr + a.bytes;

@@ -96,6 +96,7 @@ strawberry_status strawberry_dma_out(float* host, int32_t spad_addr, const straw
   const region src = {"source", spad_addr, tile_bytes(&t)};
   if ((status = strawberry_check_inside(entry, src)) != STRAWBERRY_OK) return status;
   if ((status = strawberry_check_written(entry, src)) != STRAWBERRY_OK) return status;
+  if ((status = strawberry_check_no_partial(entry, src)) != STRAWBERRY_OK) return status;
 
   const float* in = strawberry_dev.mem + spad_addr / 4;
   for (int64_t j0 = 0; j0 < t.n[0]; ++j0) {
