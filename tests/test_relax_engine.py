@@ -186,3 +186,89 @@ def test_a_kernels_refusal_fails_the_inference(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ("running 'bad.so' failed: vanilla_accelerator: the kernel refused "
                                    "vanilla_accelerator.conv2d_relu (a non-zero status)")
+
+
+# The real float networks of the test suite (tests/test_real_networks.py, the Relay engine's): the
+# zoo's files are fetched (and cached) here and handed to the Relax environment as paths.
+# name: input shapes, the framework's interpreter, {pattern: count} of the matches offloaded
+# (every conv of the network, with the output stage the Relay engine fuses too), and the call
+# sites of each kernel in the library's code (identical layers share one function).
+NHWC, DEPTHWISE_NHWC, NCHW = "vanilla_conv2dnhwc_general", "vanilla_depthwise_conv2dnhwc", "vanilla_conv2dnchw_general"
+REAL_NETWORKS = {
+    "blazeface": ({"input": (1, 128, 128, 3)}, "tflite",
+                  {"conv2d_bias_relu": 1, "conv2d_bias": 20, "conv2d_bias_residual_relu": 16}, {NHWC: 18, DEPTHWISE_NHWC: 12}),
+    "kws_on_off_float32": ({"serving_default_input_1:0": (1, 98, 1, 104)}, "tflite",
+                           {"conv2d_bias": 1, "conv2d_bias_relu": 54, "conv2d_bias_residual_relu": 24},
+                           {NHWC: 20, DEPTHWISE_NHWC: 12}),
+    # TFLite's PReLU, imported flattened between two reshapes, is offloaded with its conv, one slope per channel.
+    "face_landmark": ({"input_1": (1, 192, 192, 3)}, "tflite",
+                      {"conv2d_bias_flat_prelu": 3, "conv2d_bias": 22, "conv2d_bias_residual_flat_prelu": 20},
+                      {NHWC: 14, DEPTHWISE_NHWC: 12}),
+    # Dynamic spatial size, fixed as tvmc's --input-shapes does; onnx.reference miscomputes these two
+    # (P-Net's output size, O-Net's MatMul types), so ONNX Runtime is the framework's reference, as for Relay.
+    "mtcnn_pnet": ({"input_1": (1, 24, 24, 3)}, "onnxruntime", {"conv2d_bias_prelu": 3, "conv2d_bias": 2}, {NCHW: 5}),
+    "mtcnn_onet": ({"input_3": (1, 48, 48, 3)}, "onnxruntime", {"conv2d_bias_prelu": 4}, {NCHW: 4}),
+}
+
+COMPILE = """
+import sys
+from tvm_extension.relax import compile_model
+print("\\n".join(compile_model(sys.argv[1], "vanilla_accelerator", sys.argv[2], shapes=eval(sys.argv[3]))))
+"""
+
+
+def relax_outputs(library, inputs, work):
+    np.savez(work / "in.npz", **inputs)
+    done = relax_engine("run", str(library), "-i", "in.npz", "-o", "out.npz", cwd=work)
+    assert done.returncode == 0, done.stderr
+    with np.load(work / "out.npz") as out:
+        return [out[f"output_{i}"] for i in range(len(out.files))]
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("name", list(REAL_NETWORKS))
+def test_real_float_network(tmp_path, name):
+    """Every conv of the network is a call of Vanilla's C API in the library; its outputs agree with
+    the framework's interpreter and with the Relay engine's MLF on the same inputs (1e-4 of the
+    output's scale: float32 sums in other orders)."""
+    from conftest import VANILLA_EXT, assert_close, onnxruntime_reference, run_tvmc, tflite_reference
+    from tvm_extension.mlf import build
+    from tvm_extension.testing.model_zoo import fetch
+
+    shapes, framework, offloaded, sites = REAL_NETWORKS[name]
+    model, library = fetch(name), tmp_path / "model.so"
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run([str(RELAX_PYTHON), "-c", COMPILE, str(model), str(library), repr(shapes)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900, env=environment)
+    assert done.returncode == 0, done.stderr[-2000:]
+    total = sum(offloaded.values())
+    summary = ", ".join(f"{pattern} x{n}" for pattern, n in offloaded.items())
+    assert done.stdout.splitlines() == [f"vanilla_accelerator: offloaded {total} of {total} conv2d ({summary})"]
+    kernels = (NCHW, NHWC, DEPTHWISE_NHWC, "vanilla_depthwise_conv2dnchw")
+    assert {k: call_sites(library, k) for k in kernels} == {k: sites.get(k, 0) for k in kernels}
+
+    rng = np.random.default_rng(11)
+    inputs = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    got = relax_outputs(library, inputs, tmp_path)
+    expected = (tflite_reference if framework == "tflite" else onnxruntime_reference)(model, inputs)
+    relay = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", VANILLA_EXT,
+                     "--input-shapes", " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in shapes.items()),
+                     model, "-f", "mlf", "-o", tmp_path / "model.tar")
+    assert relay.returncode == 0, relay.stderr[-2000:]
+    relay_outputs = list(build(tmp_path / "model.tar", tmp_path / "build").run(inputs)[0].values())
+    assert len(got) == len(expected) == len(relay_outputs) >= 1
+    for i, (g, e, r) in enumerate(zip(got, expected, relay_outputs)):
+        assert_close(g, e, what=f"{name} output {i} vs {framework}")
+        assert_close(g, r, what=f"{name} output {i} vs the Relay engine's MLF")
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("model.tflite", b"not a flatbuffer", "error: 'model.tflite' is not a readable TFLite model: no TFL3 flatbuffer identifier"),
+    ("model.tflite", b"\x1c\x00\x00\x00TFL3" + bytes(8), "error: TVM's Relax TFLite frontend cannot import 'model.tflite': "),
+    ("model.pb", b"", "error: 'model.pb': the Relax engine reads ONNX (.onnx) and TFLite (.tflite) models"),
+])
+def test_a_model_it_cannot_read_is_one_line(tmp_path, name, content, message):
+    (tmp_path / name).write_bytes(content)
+    done = relax_engine("compile", name, "--target", "vanilla_accelerator", "-o", "model.so", cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.startswith(message) and len(done.stderr.splitlines()) == 1, done.stderr
+    assert not (tmp_path / "model.so").exists()
