@@ -272,3 +272,72 @@ def test_a_model_it_cannot_read_is_one_line(tmp_path, name, content, message):
     done = relax_engine("compile", name, "--target", "vanilla_accelerator", "-o", "model.so", cwd=tmp_path)
     assert done.returncode == 1 and done.stderr.startswith(message) and len(done.stderr.splitlines()) == 1, done.stderr
     assert not (tmp_path / "model.so").exists()
+
+
+
+def stage_model(path):
+    """NCHW conv -> bias -> Relu, then a depthwise conv -> bias -> + the first's output -> Relu: the
+    depthwise NCHW call none of the real networks above has.  (ONNX's Clip imports as TIR
+    maximum/minimum, not relax.clip: TFLite's ReLU6 below is the clip.)"""
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(6)
+    const = lambda name, *shape: numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["a1"]),
+        helper.make_node("Conv", ["a1", "w2", "b2"], ["c2"], group=8, strides=[1, 1], pads=[2, 1, 2, 1]),
+        helper.make_node("Add", ["a1", "c2"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    initializers = [const("w1", 8, 3, 3, 3), const("b1", 8), const("w2", 8, 1, 5, 3), const("b2", 8)]
+    graph = helper.make_graph(nodes, "stages", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 12, 10])], initializers)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+def test_depthwise_residual_nchw(tmp_path):
+    stage_model(tmp_path / "stages.onnx")
+    done = relax_engine("compile", "stages.onnx", "--target", "vanilla_accelerator", "-o", "stages.so", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "vanilla_accelerator: offloaded 2 of 2 conv2d (conv2d_bias_relu x1, conv2d_bias_residual_relu x1)"]
+    assert (call_sites(tmp_path / "stages.so"), call_sites(tmp_path / "stages.so", "vanilla_depthwise_conv2dnchw")) == (1, 1)
+    x = np.random.default_rng(7).standard_normal((1, 3, 12, 10)).astype(np.float32)
+    (got,) = relax_outputs(tmp_path / "stages.so", {"x": x}, tmp_path)
+    (expected,) = ReferenceEvaluator(str(tmp_path / "stages.onnx")).run(None, {"x": x})
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
+
+
+RELU6_TFLITE = """
+import sys
+import numpy as np
+import tensorflow as tf
+tf.keras.utils.set_random_seed(6)
+x = tf.keras.Input((12, 10, 3), batch_size=1)
+a = tf.keras.layers.Conv2D(8, 3, padding="same", activation=tf.nn.relu6)(x)
+d = tf.keras.layers.DepthwiseConv2D(3, padding="same", bias_initializer="random_normal")(a)
+y = tf.keras.layers.ReLU(max_value=6.0)(tf.keras.layers.Add()([a, d]))
+open(sys.argv[1], "wb").write(tf.lite.TFLiteConverter.from_keras_model(tf.keras.Model(x, y)).convert())
+"""
+
+
+def test_relu6_of_a_tflite_model(tmp_path):
+    """TFLite's fused RELU6 imports as relax.clip(0, 6): Vanilla's output stage clamps it, after
+    the residual too."""
+    from conftest import tflite_reference
+
+    done = subprocess.run([sys.executable, "-c", RELU6_TFLITE, str(tmp_path / "relu6.tflite")], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = relax_engine("compile", "relu6.tflite", "--target", "vanilla_accelerator", "-o", "relu6.so", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "vanilla_accelerator: offloaded 2 of 2 conv2d (conv2d_bias_clip x1, conv2d_bias_residual_clip x1)"]
+    x = np.random.default_rng(7).standard_normal((1, 12, 10, 3)).astype(np.float32) * 4
+    name = "serving_default_input_1:0"
+    (got,) = relax_outputs(tmp_path / "relu6.so", {name: x}, tmp_path)
+    (expected,) = tflite_reference(tmp_path / "relu6.tflite", {name: x})
+    assert (expected == 6).any() and got.shape == expected.shape  # the clamp is reached
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)

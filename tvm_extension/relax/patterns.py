@@ -184,7 +184,8 @@ def clamp_bounds(activation):
     if _op(activation) == "relax.nn.relu":
         return 0.0, FLT_MAX
     if _op(activation) == "relax.clip":
-        lo, hi = (float(bound.value.value) for bound in activation.args[1:])
+        # PrimValues: their value an IntImm/FloatImm, or a plain number for an int bound
+        lo, hi = (float(getattr(bound.value, "value", bound.value)) for bound in activation.args[1:])
         return max(lo, -FLT_MAX), min(hi, FLT_MAX)
     return -FLT_MAX, FLT_MAX
 
