@@ -204,8 +204,8 @@ REAL_NETWORKS = {
     "face_landmark": ({"input_1": (1, 192, 192, 3)}, "tflite",
                       {"conv2d_bias_flat_prelu": 3, "conv2d_bias": 22, "conv2d_bias_residual_flat_prelu": 20},
                       {NHWC: 14, DEPTHWISE_NHWC: 12}),
-    # Dynamic spatial size, fixed as tvmc's --input-shapes does; onnx.reference miscomputes these two
-    # (P-Net's output size, O-Net's MatMul types), so ONNX Runtime is the framework's reference, as for Relay.
+    # Dynamic spatial size, fixed as tvmc's --input-shapes does.  onnx.reference 1.18 gives P-Net
+    # another output size and refuses O-Net's MatMul: ONNX Runtime is the framework's reference, as for Relay.
     "mtcnn_pnet": ({"input_1": (1, 24, 24, 3)}, "onnxruntime", {"conv2d_bias_prelu": 3, "conv2d_bias": 2}, {NCHW: 5}),
     "mtcnn_onet": ({"input_3": (1, 48, 48, 3)}, "onnxruntime", {"conv2d_bias_prelu": 4}, {NCHW: 4}),
 }
