@@ -31,12 +31,13 @@ import numpy as np
 from tvm_extension.tflite_exact.fixed_point import (
     multiply_by_quantized_multiplier_int, quantize_multiplier, tflite_multipliers,
 )
-from tvm_extension.tflite_exact.rewrite import TFLITE
 
 ROUNDING_UPWARD, ROUNDING_TFLITE = 0, 1  # the codes kernels take
 
 
 def rounding_code(requant) -> int:
+    from tvm_extension.tflite_exact.rewrite import TFLITE  # pylint: disable=import-outside-toplevel  (Relay)
+
     return ROUNDING_TFLITE if str(requant.attrs.rounding) == TFLITE else ROUNDING_UPWARD
 
 

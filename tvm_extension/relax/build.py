@@ -101,8 +101,12 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
         raise UserError(f"output folder '{output.parent}' does not exist")
     backend = backends.find(target, paths)
     attrs = _attrs(backend, attrs)
-    mod = relax.transform.FoldConstant()(_import(model, shapes))  # the bias as a constant (ONNX: reshape of one)
-    mod, report = lower.offload(mod, backend, attrs)
+    # Folding makes the bias a constant (ONNX: a reshape of one); an int8 backend matches first, so
+    # that its patterns read the weights and bias as stored, int8 and int32 with their scales.
+    early = getattr(backend, "MATCH_BEFORE_FOLDING", False)
+    fold = relax.transform.FoldConstant()
+    mod, report = lower.offload(_import(model, shapes) if early else fold(_import(model, shapes)), backend, attrs)
+    mod = fold(mod) if early else mod
     mod = relax.transform.LegalizeOps()(mod)
     executable = relax.build(mod, target="llvm")
     sources, includes = backends.c_library(backend)

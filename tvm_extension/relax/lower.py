@@ -5,11 +5,15 @@ each call of such a function becomes a ``call_tir`` of a PrimFunc whose body is 
 ``kernel_call`` (a ``call_extern`` of its C function, linked in by ``build``), its status checked:
 a non-zero status fails the inference instead of returning wrong numbers.  A backend whose kernel
 reads a constant in another form (weights in its own layout, say) says so in ``pack_constants``:
-the constant is repacked here, once, at compile time.
+the constant is repacked here, once, at compile time.  A fused function serves every call of its
+form: the call's own constants (scales, zero points) come with it, to ``pack_constants`` and in
+``Match.constants``.
 """
 import collections
 import dataclasses
 from typing import Dict, List
+
+import numpy as np
 
 import tvm
 from tvm import relax, te, tirx
@@ -26,6 +30,7 @@ class Match:
     buffers: Dict[relax.Var, tirx.Buffer]  # the function's parameters' buffers
     result: tirx.Buffer
     func: relax.Function  # the matched function (``patterns.split`` names its parts)
+    constants: Dict[relax.Var, np.ndarray] = dataclasses.field(default_factory=dict)  # the call's, as given
 
     def buffer(self, expr) -> tirx.Buffer:
         """The buffer of a parameter of the function (an operand of one of ``ops``)."""
@@ -61,12 +66,13 @@ class _Lower(relax.PyExprMutator):
         pattern, ops = str(func.attrs["Composite"]), _operators(func)
         self.offloaded.append(pattern)
         # {parameter: numpy function} of the constants the kernel reads repacked.
-        packs = self.backend.pack_constants(func) if hasattr(self.backend, "pack_constants") else {}
-        args = [relax.const(packs[param](arg.value.numpy())) if param in packs and isinstance(arg, tvm.ir.GenericConst)
+        constants = {p: a.value.numpy() for p, a in zip(func.params, call.args) if isinstance(a, tvm.ir.GenericConst)}
+        packs = self.backend.pack_constants(func, constants) if hasattr(self.backend, "pack_constants") else {}
+        args = [relax.const(packs[param](constants[param])) if param in packs and param in constants
                 else arg for param, arg in zip(func.params, call.args)]
 
         def body(ins, outs):
-            match = Match(pattern, ops, dict(zip(func.params, ins)), outs[0], func)
+            match = Match(pattern, ops, dict(zip(func.params, ins)), outs[0], func, constants)
             call = self.backend.kernel_call(match, self.attrs)
             # A call that needs scratch memory comes with the buffers to allocate for it: (status, buffers).
             status, scratch = call if isinstance(call, tuple) else (call, [])

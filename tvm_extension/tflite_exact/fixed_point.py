@@ -10,11 +10,17 @@ with ``M * 2^(shift - 31)`` the real multiplier, its significand rounded half aw
 compute TFLite's result exactly, in int64 Relay arithmetic (Relay's integer ``divide``
 truncates toward zero and ``right_shift`` is arithmetic, as in C).
 """
+from __future__ import annotations  # relay.Constant below: Relay may be absent
+
 import math
 from typing import Tuple
 
 import numpy as np
-from tvm import relay
+
+try:  # hhb-tvm's Relay, for the builders; the integer functions serve apache-tvm's Relax engine too
+    from tvm import relay
+except ImportError:
+    relay = None
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 

@@ -41,7 +41,7 @@ def _parts(func):
     return split(func.body.body, relax.analysis.get_var2val(func))
 
 
-def pack_constants(func) -> dict:
+def pack_constants(func, _constants=None) -> dict:
     """Vanilla reads weights as [oc][ic][kh][kw] whatever the feature maps' layout, and one PReLU
     slope per channel: {parameter of the match: how its constant is repacked}."""
     parts = _parts(func)

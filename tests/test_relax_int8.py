@@ -1,0 +1,213 @@
+"""QVanilla on the Relax engine (apache-tvm 0.27): the real int8 TFLite networks, whose convs TVM's
+Relax frontend imports as ``dequantize -> conv2d -> add -> quantize -> clip``, become calls of
+QVanilla's packed entries with TFLite's rounding (uma_qvanilla/relax_patterns.py).
+
+Compared with TFLite's interpreter on its reference kernels (BUILTIN_REF), every tensor kept:
+each offloaded conv's output bit for bit, and the rest of the network operator by operator (the
+rest is TVM's own Relax arithmetic, which is not TFLite's: see the network test).  The engine
+runs in .venv-relax (tests/test_relax_engine.py); TFLite and the Relay engine run here.
+"""
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_tvmc
+from test_relax_engine import RELAX_PYTHON, relax_engine
+from tvm_extension.mlf import build
+from tvm_extension.testing import fetch
+
+QVANILLA_EXT = ROOT / "uma_qvanilla"
+KERNELS = ("qvanilla_conv2d_nhwc_packed_s8_linked", "qvanilla_depthwise_conv2d_nhwc_packed_s8_linked")
+CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D")
+
+# Runs a library with the Relax VM, keeping the output of every call (its last argument, the
+# destination): {"output_0": ..., "<n>_<PrimFunc>": ...} in the order the VM made the calls.
+RUN_KEEPING_CALLS = """
+import sys
+import numpy as np
+import tvm
+from tvm import relax
+vm = relax.VirtualMachine(tvm.runtime.load_module(sys.argv[1]), tvm.cpu())
+kept = {}
+def keep(func, symbol, before, ret, *args):
+    if not before and args and not str(symbol).startswith("vm.builtin"):
+        kept[f"{len(kept)}_{symbol}"] = args[-1].numpy()
+    return 0
+vm.set_instrument(keep)
+with np.load(sys.argv[2]) as inputs:
+    names = [vm._get_function_param_name("main", i) for i in range(vm._get_function_arity("main"))]
+    kept["output_0"] = vm["main"](*[tvm.runtime.tensor(inputs[n]) for n in names]).numpy()
+np.savez(sys.argv[3], **kept)
+"""
+
+# The same compilation with TVM's rounding in the kernel calls instead of TFLite's.
+COMPILE_ROUNDING_UPWARD = """
+import sys
+from tvm_extension.kit.quantization import ROUNDING_UPWARD
+from tvm_extension.relax import backends, compile_model
+qvanilla = backends.find("qvanilla", [sys.argv[3]])
+qvanilla.ROUNDING_TFLITE = ROUNDING_UPWARD
+compile_model(sys.argv[1], "qvanilla", sys.argv[2], [sys.argv[3]])
+"""
+
+
+def compile_relax(model, output, cwd):
+    done = relax_engine("compile", str(model), "--target", "qvanilla", "--experimental-tvm-extension",
+                        str(QVANILLA_EXT), "-o", str(output), cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def run_keeping_calls(library, inputs, work):
+    np.savez(work / "in.npz", **inputs)
+    done = subprocess.run([str(RELAX_PYTHON), "-c", RUN_KEEPING_CALLS, str(library), "in.npz", "calls.npz"], cwd=work,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with np.load(work / "calls.npz") as kept:
+        calls = [(name.split("_", 1)[1], kept[name]) for name in sorted(kept, key=lambda n: int(n.split("_")[0])
+                                                                       if n[0].isdigit() else -1) if name[0].isdigit()]
+        return kept["output_0"], calls
+
+
+def reference_kernels(model, inputs):
+    """TFLite's reference kernels, every tensor kept: (outputs, [(operator, its output), ...] in
+    the order TFLite runs them, the indices of the tensors an ADD reads)."""
+    from tflite_runtime.interpreter import Interpreter, OpResolverType
+
+    interpreter = Interpreter(model_path=str(model), experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                              experimental_preserve_all_tensors=True)
+    interpreter.allocate_tensors()
+    for detail in interpreter.get_input_details():
+        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
+    interpreter.invoke()
+    ops = interpreter._get_ops_details()
+    results = [(op["op_name"], op["outputs"][0], interpreter.get_tensor(op["outputs"][0])) for op in ops]
+    added = {i for op in ops if op["op_name"] == "ADD" for i in op["inputs"]}
+    outputs = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    return outputs, [(name, tensor, value) for name, tensor, value in results], added
+
+
+def model_inputs(model, rng, float_range):
+    from tflite_runtime.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(model))
+    return {d["name"]: (rng.uniform(*float_range, d["shape"]) if d["dtype"] == np.float32
+                        else rng.integers(-128, 128, d["shape"])).astype(d["dtype"])
+            for d in interpreter.get_input_details()}
+
+
+def relay_engine(model, work):
+    """The Relay engine's MLF of ``model`` for QVanilla (tvmc), built for this host."""
+    done = run_tvmc("compile", "--target", "qvanilla", model, "-f", "mlf", "-o", work / "relay.tar")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return build(work / "relay.tar", work / "relay")
+
+
+def kernel_call_sites(library):
+    code = subprocess.run(["objdump", "-d", str(library)], capture_output=True, text=True, check=True).stdout
+    return {k: len(re.findall(rf"call\s+\S+\s+<{k}(?:@plt)?>", code)) for k in KERNELS}
+
+
+@pytest.fixture(scope="module")
+def dscnn(tmp_path_factory):
+    work = tmp_path_factory.mktemp("relax-int8")
+    model = fetch("kws_dscnn_int8")
+    return model, work / "dscnn.so", compile_relax(model, work / "dscnn.so", work)
+
+
+@pytest.mark.real_model
+def test_every_conv_is_a_call_of_qvanillas_packed_entries(dscnn):
+    _, library, report = dscnn
+    assert report.splitlines()[0] == "qvanilla: offloaded 9 of 9 conv2d (conv2d_int8_bias_clip x9)", report
+    # The first conv, the four depthwise and the four pointwise ones: three PrimFuncs (equal calls are shared).
+    sites = kernel_call_sites(library)
+    assert sites[KERNELS[0]] >= 1 and sites[KERNELS[1]] >= 1, sites
+
+
+def conv_outputs(calls):
+    return [value for name, value in calls if name.startswith("conv2d_int8")]
+
+
+@pytest.mark.real_model
+def test_offloaded_convs_are_tflites_reference_kernels_bit_for_bit(dscnn, tmp_path):
+    """Each of the 9 calls gives what TFLite's reference CONV_2D / DEPTHWISE_CONV_2D gives (its
+    two roundings); the same calls with TVM's rounding do not."""
+    model, library, _ = dscnn
+    upward = tmp_path / "upward.so"
+    done = subprocess.run([str(RELAX_PYTHON), "-c", COMPILE_ROUNDING_UPWARD, str(model), str(upward),
+                           str(QVANILLA_EXT)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rng, differs = np.random.default_rng(24), 0
+    for _ in range(3):
+        inputs = model_inputs(model, rng, (-40, 80))  # the input scale, 0.88, covers about [0, 225]
+        _, ops, _ = reference_kernels(model, inputs)
+        expected = [value for name, _, value in ops if name in CONVS]
+        _, calls = run_keeping_calls(library, inputs, tmp_path)
+        got = conv_outputs(calls)
+        assert len(got) == len(expected) == 9
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert g.dtype == e.dtype and np.array_equal(g, e), f"conv {i}: {np.count_nonzero(g != e)} values differ"
+        _, calls = run_keeping_calls(upward, inputs, tmp_path)
+        differs += sum(not np.array_equal(g, e) for g, e in zip(conv_outputs(calls), expected))
+    assert differs > 0, "TVM's rounding gave TFLite's results too: the test shows nothing"
+
+
+def steps(a, b, step=1.0) -> int:
+    return int(round(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) / step))
+
+
+@pytest.mark.real_model
+def test_the_network_against_tflite_and_the_relay_engine(dscnn, tmp_path):
+    """Operator by operator against TFLite's reference kernels: the input's QUANTIZE and the nine
+    convs are TFLite's bit for bit; AVERAGE_POOL_2D is TVM's int32 average, truncated where TFLite
+    rounds (one step apart); FULLY_CONNECTED and SOFTMAX are TVM's float arithmetic between
+    dequantize and quantize, where TFLite computes in integers, so the output is several steps
+    away, and no farther than the Relay engine's MLF (tvmc compile --target qvanilla), whose TVM
+    arithmetic is not TFLite's either."""
+    model, library, _ = dscnn
+    relay = relay_engine(model, tmp_path)
+    rng = np.random.default_rng(7)
+    worst = {"AVERAGE_POOL_2D": 0, "relax": 0, "relay": 0}
+    for _ in range(4):
+        inputs = model_inputs(model, rng, (-40, 80))
+        (expected,), ops, _ = reference_kernels(model, inputs)
+        output, calls = run_keeping_calls(library, inputs, tmp_path)
+        tflite = dict((name, value) for name, _, value in ops)  # each operator's (last) result
+        relax = dict(calls)
+        assert np.array_equal(relax["quantize"], tflite["QUANTIZE"])
+        worst["AVERAGE_POOL_2D"] = max(worst["AVERAGE_POOL_2D"], steps(relax["cast1"], tflite["AVERAGE_POOL_2D"]))
+        step = 1 / 256  # the softmax's output scale
+        worst["relax"] = max(worst["relax"], steps(output, expected, step))
+        worst["relay"] = max(worst["relay"], steps(list(relay.run(inputs)[0].values())[0], expected, step))
+    assert worst["AVERAGE_POOL_2D"] == 1, worst
+    assert 1 < worst["relax"] <= worst["relay"], worst
+
+
+@pytest.mark.real_model
+def test_kws_on_off_residual_network(tmp_path):
+    """79 convs, 24 of them ending in a residual ADD (left on the CPU, in float): all offloaded,
+    each call's output TFLite's, except the 30 an ADD reads (TFLite runs an ADD in place, over one
+    of its inputs, even when asked to keep every tensor); the output no farther from TFLite's
+    than the Relay engine's MLF."""
+    model = fetch("kws_on_off_int8")
+    report = compile_relax(model, tmp_path / "onoff.so", tmp_path)
+    assert report.splitlines()[0] == ("qvanilla: offloaded 79 of 79 conv2d (conv2d_int8_bias x25, "
+                                      "conv2d_int8_bias_clip x54)"), report
+    relay = relay_engine(model, tmp_path)
+    rng, worst = np.random.default_rng(3), {"relax": 0, "relay": 0}
+    for _ in range(3):
+        inputs = model_inputs(model, rng, None)  # int8
+        (expected,), ops, added = reference_kernels(model, inputs)
+        output, calls = run_keeping_calls(tmp_path / "onoff.so", inputs, tmp_path)
+        convs = [(tensor, value) for name, tensor, value in ops if name in CONVS]
+        got = conv_outputs(calls)
+        assert len(got) == len(convs) == 79
+        checked = [(g, e) for g, (tensor, e) in zip(got, convs) if tensor not in added]
+        assert len(checked) == 79 - 30
+        for i, (g, e) in enumerate(checked):
+            assert np.array_equal(g, e), f"conv {i}: {np.count_nonzero(g != e)} values differ"
+        worst["relax"] = max(worst["relax"], steps(output, expected))
+        worst["relay"] = max(worst["relay"], steps(list(relay.run(inputs)[0].values())[0], expected))
+    assert worst["relax"] <= worst["relay"], worst
