@@ -8,9 +8,10 @@ For each model and core tile: compiles with TVM's own tvmc (``--target chocolate
 MLF with gcc, runs it once with the hardware model's counters on (``CHOCOLATE_REPORT``) and
 prints what the core and the DMA did: core calls, configure calls, utilisation (useful MACs /
 MACs issued: the tiles' padding is wasted work), DMA bytes against the lower bound of the
-offloaded layers (every input element a window reads, every weight and output once; the
-im2col DMA reads overlapping windows again), and cycles from the model's cost model (DMA:
-setup + bytes / rate per transfer; core: tile_k cycles per call), summed and overlapped.
+offloaded layers (every input element a window reads, every weight and output once), and
+cycles from the model's cost model (DMA: setup + bytes / rate per transfer; core: tile_k cycles
+per call), summed and overlapped; "core MACs": the share of the model's conv and dense MACs the
+core computes (the rest, depthwise convs mostly, stays on the CPU).
 """
 import argparse
 import os
@@ -24,6 +25,7 @@ from tvm_extension.mlf import build
 
 ROOT = Path(__file__).resolve().parents[1]
 BOUND = re.compile(r"chocolate_main_\d+: GEMM .* \(lower bound (\d+) bytes\)")
+MACS = re.compile(r"\[chocolate\] MACs of convs and dense layers: (\d+); on the core (\d+)")
 ZOO = ["kws_dscnn_int8", "kws_on_off_int8"]
 DEFAULT_TILES = ["4x4x4", "8x8x8", "16x16x16"]
 
@@ -47,6 +49,7 @@ def measure(path: Path, tile: str, spad: int, work: Path):
     if done.returncode != 0:
         raise SystemExit(f"tvmc failed on {path} with tile {tile}: {done.stderr.strip().splitlines()[-1]}")
     bound = sum(int(b) for b in BOUND.findall(done.stdout + done.stderr))
+    total, on_core = (int(v) for v in MACS.search(done.stdout).groups())
     program = build(out, work / f"build{tile}")
     report = work / f"report{tile}.txt"
     os.environ["CHOCOLATE_REPORT"] = str(report)
@@ -58,7 +61,7 @@ def measure(path: Path, tile: str, spad: int, work: Path):
     for line in report.read_text().splitlines():
         key, value = line.split(": ")
         counters[key.split(".", 1)[1]] = int(value)
-    return bound, counters
+    return bound, on_core / total, counters
 
 
 def main(argv=None):
@@ -72,7 +75,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     header = (f"{'model':<18} {'tile':>8} {'layers':>6} {'core calls':>10} {'configure':>9} {'util':>6} "
               f"{'DMA bytes':>10} {'lower bnd':>10} {'ratio':>6} {'DMA cyc':>9} {'core cyc':>9} {'summed':>9} "
-              f"{'overlap':>9}")
+              f"{'overlap':>9} {'core MACs':>9}")
     print(header)
     print("-" * len(header))
     points = {}
@@ -80,13 +83,13 @@ def main(argv=None):
         label, path = resolve(spec)
         with tempfile.TemporaryDirectory() as tmp:
             for tile in args.tiles:
-                bound, c = measure(path, tile, args.scratchpad, Path(tmp))
+                bound, share, c = measure(path, tile, args.scratchpad, Path(tmp))
                 moved = c["dma_in_bytes"] + c["dma_out_bytes"]
                 util = c["macs_useful"] / c["macs_issued"]
                 dma, core = c["dma_cycles"], c["core_cycles"]
                 print(f"{label:<18} {tile:>8} {c['layers']:>6} {c['core_calls']:>10} {c['configure_calls']:>9} "
                       f"{util:>6.2f} {moved:>10} {bound:>10} {moved / bound:>6.2f} {dma:>9} {core:>9} {dma + core:>9} "
-                      f"{max(dma, core):>9}")
+                      f"{max(dma, core):>9} {share:>9.1%}")
                 points.setdefault(label, []).append((tile, util, moved / bound))
     print("\nutil: useful MACs / MACs issued; DMA bytes: host bytes read and written (tile fill excluded); lower "
           "bound: every input element a window reads, every weight and output once; cycles from the hardware "

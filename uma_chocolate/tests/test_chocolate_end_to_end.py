@@ -13,15 +13,28 @@ from tvm_extension.testing import (assert_close, assert_one_line_error, edited_m
                                    run_tvmc, tflite_reference, tvm_cpu_reference)
 
 TILES = [(4, 4, 4), (8, 8, 8), (16, 16, 16)]
+PLANNED = re.compile(r"order (\w+), A from ([^:]+): .* moves (\d+) host bytes in (\d+) DMA cycles")
 
 
 def compile_chocolate(model, out, tile, *extra):
     m, n, k = tile
     done = run_tvmc("compile", "--target", "chocolate", model,
                     f"--target-chocolate-tile_m={m}", f"--target-chocolate-tile_n={n}",
-                    f"--target-chocolate-tile_k={k}", "-f", "mlf", "-o", out, *extra)
+                    f"--target-chocolate-tile_k={k}", "-f", "mlf", "-o", out, "-v", *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
+
+
+def assert_counters_as_planned(done, counters):
+    """The hardware model moved exactly the host bytes, in exactly the DMA cycles, that the
+    planner logged for each layer (``tvmc -v``); returns each layer's (order, source of A tiles:
+    im2col, whole or bands), sorted."""
+    planned = PLANNED.findall(done.stdout + done.stderr)
+    assert len(planned) == counters["layers"], planned
+    assert sum(int(p[2]) for p in planned) == counters["dma_in_bytes"] + counters["dma_out_bytes"], (planned, counters)
+    assert sum(int(p[3]) for p in planned) == counters["dma_cycles"], (planned, counters)
+    kind = lambda source: "im2col" if "im2col" in source else "bands" if "bands" in source else "whole"
+    return sorted((order, kind(source)) for order, source, _, _ in planned)
 
 
 def run_with_counters(mlf, work, inputs, monkeypatch):
@@ -49,6 +62,9 @@ def test_kws_dscnn_at_three_tile_sizes(tmp_path, monkeypatch):
         done = compile_chocolate(model, out, tile)
         assert "[chocolate] offloaded: qnn.conv2d x5," in done.stdout and " in 5 functions" in done.stdout, done.stdout
         assert "qnn.conv2d: depthwise (not a matrix product; stays on the CPU) x4" in done.stdout
+        # 320000 (10x4 conv) + 4 x 125 x 64 x 64 (1x1 convs) on the core; 4 x 125 x 64 x 9 depthwise; 12 x 64 dense
+        assert "[chocolate] MACs of convs and dense layers: 2656768; on the core 2368000 (89.1 %); never on the core: " \
+            "depthwise convs 288000 (10.8 %), others 768 (0.0 %)" in done.stdout
         work = tmp_path / f"run{tile[0]}"
         work.mkdir()
         inputs = int8_inputs(build(out, work / "probe"), seed=4)
@@ -59,6 +75,7 @@ def test_kws_dscnn_at_three_tile_sizes(tmp_path, monkeypatch):
         assert counters["layers"] == counters["configure_calls"] == 5, counters
         assert counters["tile_m"] == tile[0] and counters["macs_issued"] == counters["core_calls"] * np.prod(tile)
         assert counters["macs_useful"] <= counters["macs_issued"]
+        assert_counters_as_planned(done, counters)
         results.append(counters)
     useful = {c["macs_useful"] for c in results}
     assert len(useful) == 1, "the useful work does not depend on the tile"
@@ -84,6 +101,7 @@ def test_kws_on_off_int8(tmp_path, monkeypatch):
     for g, e in zip(got, tvm_cpu_reference(model, inputs)):
         assert g.dtype == e.dtype and np.array_equal(g, e), "not bit-exact with TVM's CPU build"
     assert counters["layers"] == 55
+    assert_counters_as_planned(done, counters)
 
 
 def test_ragged_qdq_conv_bit_exact(tmp_path, monkeypatch):
@@ -100,6 +118,31 @@ def test_ragged_qdq_conv_bit_exact(tmp_path, monkeypatch):
     expected = tvm_cpu_reference(model, inputs, True)  # the integer graph, as QVanilla's tests
     assert all(np.array_equal(g, e) for g, e in zip(got, expected)), "not bit-exact with TVM's CPU build"
     assert counters["macs_useful"] < counters["macs_issued"]
+    assert assert_counters_as_planned(done, counters) == [("weights", "whole")]
+
+
+# cnn.onnx's three convs (3x3 on 16x16x3, 3x3 on 16x16x8, 5x5 on 4x4x16) in small scratchpads:
+# every loop order and every source of A tiles (im2col DMA, the input once, bands of rows)
+SMALL_SCRATCHPADS = {
+    ((8, 8, 8), 8192): [("columns", "whole"), ("stream", "whole"), ("weights", "bands")],
+    ((4, 8, 4), 8192): [("columns", "im2col"), ("columns", "whole"), ("rows", "whole")],
+    ((8, 8, 8), 4096): [("columns", "im2col"), ("stream", "whole"), ("weights", "bands")],
+}
+
+
+@pytest.mark.parametrize("tile, spad", list(SMALL_SCRATCHPADS), ids=lambda v: str(v))
+def test_every_plan_runs_as_planned(tmp_path, monkeypatch, tile, spad):
+    """Whatever the planner chooses, the outputs are onnx.reference's and the model's counters
+    are the planner's figures."""
+    out = tmp_path / "cnn.tar"
+    done = compile_chocolate(example_model("cnn"), out, tile, f"--target-chocolate-scratchpad_bytes={spad}")
+    work = tmp_path / "run"
+    work.mkdir()
+    inputs = random_inputs(example_model("cnn"), seed=8)
+    got, counters = run_with_counters(out, work, inputs, monkeypatch)
+    for g, e in zip(got, onnx_reference(example_model("cnn"), inputs)):
+        assert_close(g, e, what="cnn.onnx on Chocolate vs onnx.reference")
+    assert assert_counters_as_planned(done, counters) == SMALL_SCRATCHPADS[(tile, spad)]
 
 
 def test_tir_shows_the_loops_around_the_core_calls(tmp_path):
@@ -115,14 +158,22 @@ def test_tir_shows_the_loops_around_the_core_calls(tmp_path):
     assert len(body) == 5 and all("for (int32_t k_0" in t for t in body)
 
 
-@pytest.mark.parametrize("victim, operand", [("chocolate_dma_im2col_s8", "a"), ("chocolate_dma_weights_s8", "b")])
-def test_a_deleted_transfer_fails_loudly(tmp_path, victim, operand):
+MISSING = r"reads {} bytes \[\d+, \d+\) of the scratchpad that nothing has written since the layer began \(a missing " \
+    r"transfer\?\) \(CHOCOLATE_EUNWRITTEN\)"
+
+
+@pytest.mark.parametrize("victim, error", [
+    ("chocolate_dma_im2col_s8", "chocolate_matmul: " + MISSING.format("a")),
+    ("chocolate_dma_weights_s8", "chocolate_matmul: " + MISSING.format("b")),
+    ("chocolate_dma_patch_s8", r"chocolate_im2col_patch: no input patch at \d+ since the layer was configured "
+                               r"\(chocolate_dma_patch first\) \(CHOCOLATE_EPATCH\)")])
+def test_a_deleted_transfer_fails_loudly(tmp_path, victim, error):
     model = fetch("kws_dscnn_int8")
     compile_chocolate(model, tmp_path / "m.tar", (8, 8, 8))
     deleted = []
 
     def delete_one(name, text):
-        if "// offloaded to chocolate" not in text or deleted:
+        if "// offloaded to chocolate" not in text or deleted or f"{victim}_call(" not in text:
             return text
         call = re.search(rf"(?<== ){victim}_call\([^;]*\)", text)  # through its packing function
         deleted.append(call.group(0))
@@ -132,9 +183,7 @@ def test_a_deleted_transfer_fails_loudly(tmp_path, victim, operand):
     program = build(broken, tmp_path / "build")
     done = run_program(program, int8_inputs(program, 1), tmp_path)
     assert len(deleted) == 1 and done.returncode != 0
-    assert re.search(rf"chocolate: chocolate_matmul: reads {operand} bytes \[\d+, \d+\) of the scratchpad that nothing "
-                     r"has written since the layer began \(a missing transfer\?\) \(CHOCOLATE_EUNWRITTEN\)",
-                     done.stderr), done.stderr
+    assert re.search("chocolate: " + error, done.stderr), done.stderr
 
 
 def test_help_lists_the_attributes():
@@ -176,6 +225,7 @@ def test_float_cnn_matches_onnx(tmp_path, monkeypatch):
     for g, e in zip(got, onnx_reference(example_model("cnn"), inputs)):
         assert_close(g, e, what="cnn.onnx on Chocolate vs onnx.reference")
     assert counters["layers"] == 3 and counters["macs_useful"] < counters["macs_issued"]
+    assert_counters_as_planned(done, counters)
 
 
 @pytest.mark.real_model

@@ -31,36 +31,58 @@ def lowered(plan, chip):
 def test_the_order_follows_the_scratchpad():
     """7 row tiles, 2 column tiles, 7 depth tiles.  One tile of each (16 + 16 + 64 bytes) only
     streams; a column panel of B (7 tiles) makes each B tile move once, and beats a row panel of
-    A (A moves 7 x 2 x 7 tiles instead of B); room for every B tile and a row panel of A moves
-    every tile once."""
-    chosen = {spad: plan_layer(LAYER, core(spad)) for spad in (96, 192, 400)}
-    assert {spad: p.order for spad, p in chosen.items()} == {96: "stream", 192: "columns", 400: "weights"}
-    assert [(p.a_tiles, p.b_tiles) for p in chosen.values()] == [(98, 98), (98, 14), (49, 14)]
+    A (A moves 7 x 2 x 7 tiles instead of B); room for the input (75 bytes) besides reads it
+    once and gathers the A tiles on chip: the lower bound; room for every B tile and a row panel
+    of A too gathers each A tile once (fewer DMA cycles)."""
+    chosen = {spad: plan_layer(LAYER, core(spad)) for spad in (96, 192, 268, 476)}
+    assert {spad: (p.order, p.patch) for spad, p in chosen.items()} == {
+        96: ("stream", ""), 192: ("columns", ""), 268: ("columns", "whole"), 476: ("weights", "whole")}
+    assert [(p.a_tiles, p.b_tiles) for p in chosen.values()] == [(98, 98), (98, 14), (98, 14), (49, 14)]
+    assert [p.host_bytes for p in chosen.values()] == [2298, 1326, 387, 387] and LAYER.lower_bound() == 387
+    assert chosen[268].dma_cycles > chosen[476].dma_cycles and chosen[476].patches == ((0, 5),)
     with pytest.raises(Unfit, match="one A, B and accumulator tile take 96 bytes, the scratchpad holds 92"):
         plan_layer(LAYER, core(92))
 
 
-def test_rows_when_the_channels_outnumber_the_pixels():
-    few_pixels = dataclasses.replace(LAYER, oh=3, ow=3, oc=32)  # 3 row tiles, 8 column tiles
-    plan = plan_layer(few_pixels, core(400))
-    assert plan.order == "rows" and (plan.a_tiles, plan.b_tiles) == (3 * 7, 3 * 8 * 7)
+def test_one_row_panel_streams_from_the_input():
+    """4 pixels (one row panel), 32 channels: streaming B reads each weight once, and the input
+    (12 bytes) kept besides one tile of each reads each input element once: the lower bound in
+    108 bytes of scratchpad."""
+    few_pixels = dataclasses.replace(LAYER, ih=2, iw=2, oh=2, ow=2, oc=32)
+    plan = plan_layer(few_pixels, core(200))
+    assert (plan.order, plan.patch) == ("stream", "whole") and (plan.a_tiles, plan.b_tiles) == (56, 56)
+    assert plan.host_bytes == few_pixels.lower_bound() and sum(plan.partitions.values()) == 108
+
+
+def test_bands_when_the_input_does_not_fit():
+    """A 48x2x8 input (768 bytes) in a 1000-byte scratchpad: a band of input rows per row panel
+    (4 pixels, two output rows: at most 4 input rows of 16 bytes) reads each input row about
+    twice, the im2col DMA each element about 6 times."""
+    tall = dataclasses.replace(LAYER, ih=48, iw=2, ic=8, oh=48, ow=2, oc=4)
+    plan = plan_layer(tall, core(1000))
+    assert (plan.order, plan.patch) == ("weights", "bands") and len(plan.patches) == 24
+    assert plan.patches[:4] == ((0, 3), (1, 4), (3, 4), (5, 4)) and plan.partitions["in"] == 4 * 16
+    im2col = next(p for p in plans(tall, core(1000)) if (p.order, p.patch) == ("weights", ""))
+    assert (plan.host_bytes, im2col.host_bytes, tall.lower_bound()) == (2176, 5216, 1440)
 
 
 @pytest.mark.parametrize("spad", [96, 192, 208, 400, 1024])
 def test_plan_moves_the_fewest_bytes_that_fit(spad):
     best = plan_layer(LAYER, core(spad))
     fitting = [p for p in plans(LAYER, core(spad)) if sum(p.partitions.values()) <= spad]
-    assert best in fitting and best.dma_in_bytes == min(p.dma_in_bytes for p in fitting)
+    assert best in fitting and best.host_bytes == min(p.host_bytes for p in fitting) >= LAYER.lower_bound()
 
 
 @pytest.mark.parametrize("spad, loads", [
     (96, [r"for m_0, n_0 in T.grid\(7, 2\):(\s+.*){4}\s+for k_0 in range\(7\):"]),
     (192, [r"for n_0 in range\(2\):\s+for ax0 in range\(7\):\s+status: T.int32 = T.call_extern\(\"int32\", "
            r"\"chocolate_dma_weights_s8_call\"", r"for m_0 in range\(7\):(\s+.*){4}\s+for k_0 in range\(7\):"]),
-    (1024, [r"for r, j in T.grid\(7, 2\):\s+status: T.int32 = T.call_extern\(\"int32\", "
+    (1024, [r"chocolate_configure_s8_call.*\n.*\n.*\n\s+with T.LetStmt\(T.call_extern\(\"int32\", "
+            r"\"chocolate_dma_patch_s8_call\", 400, input.data, 0, 5\)\)",
+            r"for r, j in T.grid\(7, 2\):\s+status: T.int32 = T.call_extern\(\"int32\", "
             r"\"chocolate_dma_weights_s8_call\"",
             r"for m_0 in range\(7\):\s+for ax0 in range\(7\):\s+status: T.int32 = T.call_extern\(\"int32\", "
-            r"\"chocolate_dma_im2col_s8_call\""]),
+            r"\"chocolate_im2col_patch_call\", ax0 \* 16 \+ 64, 400, m_0 \* 4, ax0 \* 4\)"]),
 ])
 def test_tir_has_the_loops_of_its_order(spad, loads):
     script = lowered(plan_layer(LAYER, core(spad)), core(spad))
@@ -70,6 +92,19 @@ def test_tir_has_the_loops_of_its_order(spad, loads):
     assert script.index("chocolate_configure_s8") < script.index("for ")  # hoisted out of the loops
     for call in ("chocolate_zero", "chocolate_matmul", "chocolate_store"):
         assert call in script
+
+
+def test_tir_loads_a_band_per_row_panel():
+    """The bands plan: at the top of each row panel, the DMA of the input rows its windows read
+    (computed from m_0), then its A tiles gathered on chip."""
+    plan = next(p for p in plans(LAYER, core(1024)) if (p.order, p.patch) == ("weights", "bands"))
+    script = lowered(plan, core(1024))
+    assert re.search(r"for m_0 in range\(7\):\s+cse_var_2: T.int32 = m_0 \* 4\s+cse_var_1: T.int32 = "
+                     r"T.max\(cse_var_2 // 5 - 1, 0\)\s+with T.LetStmt\(T.call_extern\(\"int32\", "
+                     r"\"chocolate_dma_patch_s8_call\", 400, input.data, cse_var_1, T.min\(\(T.min\(cse_var_2 \+ 4, "
+                     r"25\) - 1\) // 5 \+ 2, 5\) - cse_var_1\)\)(\s+.*){3}\s+for ax0 in range\(7\):\s+status: T.int32 = "
+                     r"T.call_extern\(\"int32\", \"chocolate_im2col_patch_call\"", script), script
+    assert "chocolate_dma_im2col" not in script
 
 
 def test_tvm_checks_the_partitions():

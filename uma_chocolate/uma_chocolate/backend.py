@@ -10,8 +10,8 @@ from tvm_extension.uma import config_of, register_target
 from .codegen import gen_includes
 from .passes import tiling_pass
 from .patterns import (
-    chain_problem, conv2d_alone_pattern, conv2d_pattern, core_problem, float_chain_problem, prepare_core_conv,
-    qconv2d_pattern, validate_config,
+    chain_problem, conv2d_alone_pattern, conv2d_pattern, core_problem, float_chain_problem, mac_share,
+    prepare_core_conv, qconv2d_pattern, validate_config,
 )
 from . import target
 from .schedule import Core
@@ -39,6 +39,7 @@ class ChocolateBackend(UMABackend):
         self._register_pattern("conv2d", conv2d_pattern(), takes_float)
         self._register_pattern("conv2d_bias", conv2d_pattern(activation=False), takes_float)
         self._register_pattern("conv2d_alone", conv2d_alone_pattern(), takes_float)
+        self._register_relay_pass(PassPhase.POST_PARTITIONING_1, mac_share(self))  # a line of the offload report
         self._register_relay_pass(PassPhase.POST_PARTITIONING_1, prepare_core_conv)
         self._register_tir_pass(PassPhase.TIR_PHASE_0, tiling_pass(self))
         self._register_tir_pass(PassPhase.TIR_PHASE_3, tir.transform.LowerDeviceStorageAccessInfo())

@@ -10,13 +10,17 @@ And the Relay passes around partitioning (this is the one module of the backend 
 Relay, with backend.py's wiring):
 
 * ``validate_config`` (before partitioning): the target attributes describe a chip;
+* ``mac_share`` (after partitioning): the MACs of the convs and dense layers on the core and on
+  the CPU (depthwise apart), a line of the offload report;
 * ``prepare_core_conv`` (after partitioning): per offloaded chain (quantized conv, bias,
   requantize, clamp), the weights as the core's B matrix ``[kh*kw*ic][oc]`` (HWIO flattened),
   the input zero point's contribution folded into the bias (the core multiplies raw int8 and
   the DMA pads with the input zero point), each channel's multiplier and shift; a stand-in
   body using exactly those tensors, the layer's scalars as a function attribute.
 """
-from typing import Optional
+import collections
+import dataclasses
+from typing import Counter, Optional
 
 import numpy as np
 import tvm
@@ -30,12 +34,13 @@ from tvm_extension.kit.qconv_patterns import is_depthwise as is_quantized_depthw
 from tvm_extension.kit.qconv_patterns import why_not_offloaded as quantized_problem
 from tvm_extension.kit.quantization import activation_range, channel_params, fold_bias
 from tvm_extension.uma import config_of, offloaded_functions
+from tvm_extension.uma.report import OffloadReport
 
 from .passes import ATTR
 from .target import NAME as TARGET, core_of
 
 __all__ = ["qconv2d_pattern", "conv2d_pattern", "conv2d_alone_pattern", "core_problem", "chain_problem",
-           "float_chain_problem", "prepare_core_conv", "validate_config"]
+           "float_chain_problem", "prepare_core_conv", "validate_config", "mac_share"]
 
 NO_KERNEL_LIMIT = 1 << 16  # the im2col view takes any window
 
@@ -210,6 +215,69 @@ def _bind_constant_arguments(mod):
         if isinstance(func, relay.Function) and gvar not in bound:
             mod[gvar] = Calls().visit(func)
     return relay.transform.InferType()(mod)
+
+
+@dataclasses.dataclass
+class MacReport(OffloadReport):
+    """The offload report with one more line: where the model's multiply-accumulates run."""
+
+    macs: Counter = dataclasses.field(default_factory=collections.Counter)  # core, depthwise, other
+
+    def lines(self):
+        yield from super().lines()
+        total = sum(self.macs.values())
+        if total:
+            share = lambda kind: f"{self.macs[kind]} ({100 * self.macs[kind] / total:.1f} %)"
+            yield (f"[{self.target}] MACs of convs and dense layers: {total}; on the core {share('core')}; never on "
+                   f"the core: depthwise convs {share('depthwise')}, others {share('other')}")
+
+
+MAC_OPS = ("nn.conv2d", "qnn.conv2d", "nn.dense", "qnn.dense")
+
+
+def macs_of(call) -> int:
+    """Multiply-accumulates of a conv2d or dense call (types inferred)."""
+    out = [int(d) for d in call.checked_type.shape]
+    weight = [int(d) for d in call.args[1].checked_type.shape]
+    if call.op.name.endswith("dense"):
+        return int(np.prod(out)) * weight[-1]
+    layout = str(call.attrs.out_layout or call.attrs.data_layout)
+    return int(np.prod(out)) * int(np.prod(weight)) // out[layout.index("C")]  # each output: kh*kw*ic/groups
+
+
+def mac_share(backend):
+    """After partitioning: the MACs the core computes and those it never sees (depthwise convs
+    apart), added to the backend's offload report."""
+
+    @tvm.transform.module_pass(opt_level=0, name="ChocolateMacShare")
+    def count(mod, _ctx):
+        mod = relay.transform.InferType()(mod)
+        on_core = {gvar for gvar, _ in offloaded_functions(mod, TARGET)}
+        macs = collections.Counter()
+        for gvar, func in mod.functions.items():
+            if not isinstance(func, relay.Function):
+                continue
+            calls = []
+            relay.analysis.post_order_visit(func, lambda e: calls.append(e) if isinstance(e, relay.Call) and isinstance(
+                e.op, tvm.ir.Op) and e.op.name in MAC_OPS else None)
+            for call in calls:
+                kind = "core" if gvar in on_core else "depthwise" if _depthwise(call) else "other"
+                macs[kind] += macs_of(call)
+        report = getattr(backend, "offload_report", None)
+        if report is not None:
+            fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(OffloadReport)}
+            backend.offload_report = MacReport(**fields, macs=macs)
+        return mod
+
+    return count
+
+
+def _depthwise(call) -> bool:
+    """A conv with one group per input channel."""
+    if not call.op.name.endswith("conv2d") or int(call.attrs.groups) == 1:
+        return False
+    data = [int(d) for d in call.args[0].checked_type.shape]
+    return int(call.attrs.groups) == data[str(call.attrs.data_layout).index("C")]
 
 
 @tvm.transform.module_pass(opt_level=0, name="PrepareCoreConv")

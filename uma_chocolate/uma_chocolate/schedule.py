@@ -24,7 +24,7 @@ What is left is ordinary TIR: the loops around the core calls, which later passe
 ``tvmc -vv`` prints.
 """
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import tvm
 from tvm import te, tir
@@ -118,18 +118,28 @@ class Plan:
     * ``rows``: for m: the row panel of A (all its depth tiles) stays; for n, k: load B tiles;
     * ``columns``: for n: the column panel of B stays; for m, k: load A tiles;
     * ``weights``: every B tile loaded once, before the loops; for m: the row panel of A stays.
+
+    Where A tiles come from (``patch``): "" the im2col DMA from the host (each input element
+    once per window reading it); "whole": the input rows read, once, into the scratchpad, and
+    every A tile gathered on chip from them; "bands": per row panel (m outermost), the band of
+    input rows its pixels read, then gathered on chip.
     """
 
     order: str
     dtype: str
-    partitions: Dict[str, int]  # bytes of the A, B and accumulator partitions
-    a_tiles: int  # tiles moved
+    partitions: Dict[str, int]  # bytes of the A, B, accumulator and input-patch ("in") partitions
+    a_tiles: int  # tiles moved (DMA, or gathered on chip from the patch)
     b_tiles: int
     tile_bytes: Dict[str, int]
+    patch: str = ""
+    patches: Tuple[Tuple[int, int], ...] = ()  # (first input row, rows) of each patch transfer
+    host_bytes: int = 0  # host bytes the DMA reads and writes: what the model's counters count
+    dma_cycles: int = 0  # the model's cost of every transfer (setup + bytes / rate)
 
     @property
     def bases(self) -> Dict[str, int]:
-        return {"acc": 0, "a": self.partitions["acc"], "b": self.partitions["acc"] + self.partitions["a"]}
+        sizes = self.partitions
+        return {"acc": 0, "a": sizes["acc"], "b": sizes["acc"] + sizes["a"], "in": sizes["acc"] + sizes["a"] + sizes["b"]}
 
     @property
     def dma_in_bytes(self) -> int:
@@ -137,35 +147,80 @@ class Plan:
         return self.a_tiles * self.tile_bytes["a"] + self.b_tiles * self.tile_bytes["b"]
 
     def describe(self) -> str:
-        return (f"order {self.order}: {self.a_tiles} A tiles, {self.b_tiles} B tiles, {self.dma_in_bytes} bytes in; "
-                f"partitions A {self.partitions['a']}, B {self.partitions['b']}, accumulator {self.partitions['acc']} bytes")
+        source = {"": "im2col DMA", "whole": "the input once, gathered on chip",
+                  "bands": f"{len(self.patches)} bands of input rows, gathered on chip"}[self.patch]
+        return (f"order {self.order}, A from {source}: {self.a_tiles} A tiles, {self.b_tiles} B tiles, moves "
+                f"{self.host_bytes} host bytes in {self.dma_cycles} DMA cycles; partitions A {self.partitions['a']}, "
+                f"B {self.partitions['b']}, accumulator {self.partitions['acc']}, input {self.partitions['in']} bytes")
 
 
 class Unfit(Exception):
     """The layer's tiles do not fit the scratchpad in any order."""
 
 
+def band(layer: "ConvLayer", m0, tile_m: int, lo=max, hi=min):
+    """(first input row, rows) the output pixels [m0, m0 + tile_m) read, inside the image; with
+    lo/hi tir.max/tir.min, the same for a TIR expression m0."""
+    rows = layer.oh * layer.ow
+    first = lo((m0 // layer.ow) * layer.stride_h - layer.pad_top, 0)
+    last = hi((hi(m0 + tile_m, rows) - 1) // layer.ow * layer.stride_h - layer.pad_top + layer.kh, layer.ih)
+    return first, last - first
+
+
+def _taps(size: int, out: int, stride: int, window: int, pad: int) -> int:
+    """Window taps inside the input along one axis, summed over the outputs."""
+    return sum(max(0, min(o * stride - pad + window, size) - max(o * stride - pad, 0)) for o in range(out))
+
+
 def plans(layer: "ConvLayer", core: Core, dtype: str = "int8") -> List[Plan]:
-    """Every order with what it moves and the partitions it needs (fitting or not)."""
+    """Every order and source of A tiles with what it moves and the partitions it needs (fitting
+    or not).  host_bytes and dma_cycles are what the hardware model counts, exactly."""
     rows, channels, depth = layer.gemm
-    mo, no, ko = -(-rows // core.tile_m), -(-channels // core.tile_n), -(-depth // core.tile_k)
-    tile = core.tile_bytes(dtype)
+    tm, tn, tk = core.tile_m, core.tile_n, core.tile_k
+    mo, no, ko = -(-rows // tm), -(-channels // tn), -(-depth // tk)
+    tile, elem = core.tile_bytes(dtype), OPERAND_BYTES[dtype]
+    row_bytes = layer.iw * layer.ic * elem
+
+    def cycles(nbytes):
+        return core.dma_setup_cycles + -(-nbytes // core.dma_bytes_per_cycle)
+
+    # host elements one pass of the im2col DMA over A reads (padding is not read)
+    im2col = _taps(layer.ih, layer.oh, layer.stride_h, layer.kh, layer.pad_top) * \
+        _taps(layer.iw, layer.ow, layer.stride_w, layer.kw, layer.pad_left) * layer.ic
+    sources = {"": (), "whole": ((0, band(layer, 0, rows)[1]),),
+               "bands": tuple(band(layer, m0, tm) for m0 in range(0, rows, tm))}
+    out_bytes, out_cycles = rows * channels * elem, mo * no * cycles(4 * tm * tn)
     # order: (A tiles held, B tiles held, A tiles moved, B tiles moved)
     options = {"stream": (1, 1, mo * no * ko, mo * no * ko), "rows": (ko, 1, mo * ko, mo * no * ko),
                "columns": (1, ko, mo * no * ko, no * ko), "weights": (ko, no * ko, mo * ko, no * ko)}
-    return [Plan(order, dtype, {"a": a_held * tile["a"], "b": b_held * tile["b"], "acc": tile["acc"]}, a_moved,
-                 b_moved, tile) for order, (a_held, b_held, a_moved, b_moved) in options.items()]
+    made = []
+    for order, (a_held, b_held, a_moved, b_moved) in options.items():
+        b_bytes = b_moved // (no * ko) * depth * channels * elem  # each pass over B reads every weight
+        for patch, patches in sources.items():
+            if patch == "bands" and (order == "columns" or min(r for _, r in patches) < 1):
+                continue  # bands follow the row panels: m outermost, each band some rows
+            if patch:
+                a_bytes = sum(r for _, r in patches) * row_bytes
+                a_cycles = sum(cycles(r * row_bytes) for _, r in patches)
+                patch_bytes = -(-max(r for _, r in patches) * row_bytes // 4) * 4
+            else:
+                a_bytes, a_cycles, patch_bytes = a_moved // (mo * ko) * im2col * elem, 0, 0
+            made.append(Plan(order, dtype, {"a": a_held * tile["a"], "b": b_held * tile["b"], "acc": tile["acc"],
+                                            "in": patch_bytes}, a_moved, b_moved, tile, patch, patches,
+                             a_bytes + b_bytes + out_bytes,
+                             a_cycles + a_moved * cycles(tm * tk * elem) + b_moved * cycles(tk * tn * elem) + out_cycles))
+    return made
 
 
 def plan_layer(layer: "ConvLayer", core: Core, dtype: str = "int8") -> Plan:
-    """The order moving the fewest bytes whose partitions fit the scratchpad (then the fewest
-    scratchpad bytes)."""
+    """The plan moving the fewest host bytes whose partitions fit the scratchpad (then the fewest
+    DMA cycles, then the fewest scratchpad bytes)."""
     fitting = [p for p in plans(layer, core, dtype) if sum(p.partitions.values()) <= core.spad_bytes]
     if not fitting:
         tile = core.tile_bytes(dtype)
         raise Unfit(f"one A, B and accumulator tile take {sum(tile.values())} bytes, the scratchpad holds "
                     f"{core.spad_bytes}")
-    return min(fitting, key=lambda p: (p.dma_in_bytes, sum(p.partitions.values())))
+    return min(fitting, key=lambda p: (p.host_bytes, p.dma_cycles, sum(p.partitions.values())))
 
 
 def scopes(plan: Plan) -> Dict[str, str]:
@@ -318,13 +373,19 @@ def schedule(layer: ConvLayer, core: Core, plan: Plan, tensors, names) -> tir.Pr
     sch.tensorize(sch.get_loops(init)[-2], names["zero"])
     sch.tensorize(m_in, names["matmul"])
     func = sch.mod["main"]
-    return func.with_body(_lower_transfers(func.body, layer, core, plan))
+    return func.with_body(_lower_transfers(func.body, layer, core, plan, sch.get(m_tile).loop_var))
 
 
-def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan) -> tir.Stmt:
-    """The A and B tile copies become DMA calls, the output stage the core's store, every call's
-    status is checked, and the layer begins with chocolate_begin and its configuration."""
+def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan, m_var: tir.Var) -> tir.Stmt:
+    """The A and B tile copies become DMA calls (A: gathers from the input patch, if the plan
+    has one), the output stage the core's store, every call's status is checked, and the layer
+    begins with chocolate_begin, its configuration (and the whole input's patch); a plan with
+    bands loads each at the top of its row panel's loop (m_var)."""
     host = {}
+
+    def patch(first, count):
+        return _extern("chocolate_dma_patch" + SUFFIX[plan.dtype] + CALL, plan.bases["in"], host["input"].data, first,
+                       count)
 
     def collect(node):
         if isinstance(node, (tir.BufferLoad, tir.BufferStore)):
@@ -338,9 +399,13 @@ def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan) -
         tiles = [r.min for r in write.region[:2]]  # (row, depth) or (depth, column) tile
         sizes = (core.tile_m, core.tile_k) if part == "a" else (core.tile_k, core.tile_n)
         origin = [t * size for t, size in zip(tiles, sizes)]
-        entry, source = ("chocolate_dma_im2col", "input") if part == "a" else ("chocolate_dma_weights", "weights")
-        entry += SUFFIX[plan.dtype] + CALL
-        call = _extern(entry, _address(plan, part, match.buffer, WRITE), host[source].data, *origin)
+        if part == "a" and plan.patch:  # on chip, from the input patch
+            call = _extern("chocolate_im2col_patch" + CALL, _address(plan, part, match.buffer, WRITE), plan.bases["in"],
+                           *origin)
+        else:
+            entry, source = ("chocolate_dma_im2col", "input") if part == "a" else ("chocolate_dma_weights", "weights")
+            entry += SUFFIX[plan.dtype] + CALL
+            call = _extern(entry, _address(plan, part, match.buffer, WRITE), host[source].data, *origin)
         new = tir.Block(block.iter_vars, block.reads, block.writes, block.name_hint, call, match_buffers=[match])
         return tir.BlockRealize(stmt.iter_values, stmt.predicate, new)
 
@@ -350,6 +415,10 @@ def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan) -
         if isinstance(stmt, tir.Evaluate) and isinstance(stmt.value, tir.Call) and \
                 stmt.value.op.name == "tir.call_extern" and stmt.value.args[0].value.startswith("chocolate_"):
             return status_checked(stmt.value, "status")
+        if isinstance(stmt, tir.For) and stmt.loop_var.same_as(m_var) and plan.patch == "bands":
+            first, count = band(layer, m_var * core.tile_m, core.tile_m, tir.max, tir.min)
+            return tir.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind,
+                           tir.SeqStmt([patch(first, count), stmt.body]), stmt.thread_binding, stmt.annotations)
         return None
 
     def store(stmt):  # the outermost loop of the output stage's nest
@@ -366,6 +435,8 @@ def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan) -
         lo, hi = (tir.const(max(min(v, 3.4028234e38), -3.4028234e38), "float32") for v in (layer.lo, layer.hi))
         configure = _extern("chocolate_configure_f32" + CALL, *geometry, host["table"].data, lo, hi)
     setup = [_extern("chocolate_begin" + CALL, *core.begin_args()), configure]
+    if plan.patch == "whole":
+        setup.append(patch(*plan.patches[0]))
     root = body.block
     root = tir.Block(root.iter_vars, root.reads, root.writes, root.name_hint, tir.SeqStmt([*setup, root.body]),
                      root.init, root.alloc_buffers, root.match_buffers, root.annotations)
