@@ -139,6 +139,9 @@ def test_outputs_written(sweeps):
     assert f"6 points (2 models, 2 backends): {6 - cached} computed, {cached} from the cache, 2 failed" in report
     assert "![cycles_vs_cost](figures/cycles_vs_cost.png)" in report
     assert "- qconv on chocolate (scratchpad_bytes=8 tile_m=4): compile: Error: " in report
+    for model, backend in (("cnn", "strawberry"), ("qconv", "chocolate")):  # each model's offload drawing
+        assert (out / "figures" / f"graph_{model}_{backend}.png").read_bytes()[:4] == b"\x89PNG"
+        assert f"![{model} on {backend}](figures/graph_{model}_{backend}.png)" in report
 
 
 def test_the_same_plan_again_computes_nothing(sweeps, tmp_path):
@@ -148,6 +151,8 @@ def test_the_same_plan_again_computes_nothing(sweeps, tmp_path):
                            "--cache", work / "cache", "--address", "unused:1"], capture_output=True, text=True)
     assert done.returncode == 1, done.stderr  # two points failed
     assert "sweep: 6/6 points, 2 failed, 6 cached" in done.stderr and "Traceback" not in done.stderr
+    assert "drawing" not in done.stderr  # the graphs too come from the cache
+    assert (tmp_path / "out" / "figures" / "graph_cnn_strawberry.svg").is_file()
     assert done.stdout.strip() == f"6 points, 2 failed: {tmp_path / 'out' / 'report.md'}"
     with open(tmp_path / "out" / "results.csv") as file:
         rows = list(csv.DictReader(file))
@@ -255,3 +260,18 @@ def test_board_points_record_what_a_direct_board_run_measures(tmp_path):
     assert (record["board_rom"], record["board_ram"], record["board_instructions"]) == \
         (program.memory.rom(), program.memory.ram(), program.instructions)
     assert "## On the board" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_graph_drawing_says_where_each_operator_runs():
+    """The drawing's nodes are the offload report's: cnn.onnx on Vanilla with a 3x3 window buffer
+    offloads two conv functions, refuses the dilated conv and the 5x5 one with their reasons."""
+    from tvm_extension.sweep import graphs, grid
+
+    nodes = graphs.model_nodes(grid.resolve_model(CNN), grid.known_backends()["vanilla_accelerator"],
+                               (("max_kernel_size", 3),))
+    assert [(n.label, n.where) for n in nodes] == [
+        ("conv2d+relu", "offloaded"), ("conv2d+bias_add+relu", "offloaded"), ("conv2d", "refused"),
+        ("max_pool2d", "cpu"), ("conv2d", "refused"), ("relu", "cpu"), ("batch_flatten", "cpu"), ("dense", "cpu"),
+        ("add", "cpu")]
+    assert [n.why for n in nodes if n.why] == ["dilation", "kernel 5x5 larger than the window buffer (max_kernel_size 3)"]
+    assert [n.inputs for n in nodes] == [[]] + [[i] for i in range(8)]

@@ -7,14 +7,16 @@ measured by the hardware model's counters; on Ray, cached, tabled, plotted and r
         --attr strawberry.scratchpad_bytes=16K..512K*2 -o sweep-out
 
 Stages, one module each: grid (the plan, checked and expanded), point (one point in its own
-folder), cache, engine (Ray or a process pool; progress), table, plots, report.
+folder), cache, engine (Ray or a process pool; progress), table, plots, graphs (each model's
+offload report drawn), report.
 """
+import shutil
 import time
 from pathlib import Path
 from typing import List, Optional
 
 from . import engine as engines
-from . import plots, report, table
+from . import graphs, grid, plots, report, table
 from .cache import Cache, default_folder
 from .grid import GridError, expand
 from .point import reference, run_point
@@ -44,10 +46,35 @@ def run_sweep(plan: dict, out: Path, cache_folder: Optional[Path] = None, addres
     out.mkdir(parents=True, exist_ok=True)
     table.write(records, out)
     figures = plots.draw_all(records, out / "figures")
+    drawings = _drawings(points, records, cache, out / "figures", progress)
     run = {"engine": engine.name if engine else "none (all cached)", "nodes": engine.nodes if engine else 0,
            "wall_seconds": time.time() - started, "versions": cache.version}
-    report.write(records, figures, run, out / "report.md")
+    report.write(records, figures, run, out / "report.md", drawings)
     return records
+
+
+def _drawings(points, records, cache, folder: Path, progress) -> dict:
+    """{(model, backend): its graph drawing (PNG) or why there is none}: each model's offload
+    report as a picture, at the backend's first point of the plan that compiled; drawn once,
+    then cached."""
+    firsts = {}
+    for point, record in sorted(zip(points, records), key=lambda pr: bool(pr[1].get("error"))):  # stable
+        firsts.setdefault((point.model.label, point.backend), point)
+    drawings = {}
+    for (label, backend), point in firsts.items():
+        stem = folder / f"graph_{label}_{backend}"
+        cached = cache.graph_stem(point)
+        try:
+            if not all(cached.with_suffix(s).is_file() for s in (".png", ".svg")):
+                progress.note(f"sweep: drawing {label} on {backend}")
+                nodes = graphs.model_nodes(point.model, grid.known_backends()[backend], point.attrs)
+                graphs.draw(nodes, f"{label} on {backend}", cached)
+            for suffix in (".png", ".svg"):
+                shutil.copyfile(cached.with_suffix(suffix), stem.with_suffix(suffix))
+            drawings[label, backend] = stem.with_suffix(".png")
+        except Exception as err:  # pylint: disable=broad-except  (a drawing never fails the sweep)
+            drawings[label, backend] = f"no drawing: {str(err).strip().splitlines()[-1][:200] if str(err) else type(err).__name__}"
+    return drawings
 
 
 def _compute(points, pending, records, cache, engine, progress, keep_work):

@@ -32,6 +32,11 @@ class Cache:
         self.folder = Path(folder)
         self.version = version or versions()
 
+    def graph_stem(self, point: Point) -> Path:
+        """Where the drawing of the point's model partitioned by its backend is kept (no suffix)."""
+        key = _digest(point.model.sha256, point.model.input_shapes, point.backend, point.attrs, self.version)
+        return self.folder / "graphs" / key
+
     def key(self, point: Point) -> str:
         parts = [point.model.sha256, point.model.input_shapes, point.backend, point.attrs, self.version]
         return _digest(*parts, *([point.board] if point.board else []))

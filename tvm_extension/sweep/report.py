@@ -11,7 +11,7 @@ def _number(value) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
-def write(records: List[dict], figures: List[Path], run: dict, path: Path) -> Path:
+def write(records: List[dict], figures: List[Path], run: dict, path: Path, drawings: dict = None) -> Path:
     computed = [r for r in records if not r.get("cached")]
     failed = [r for r in records if r.get("error")]
     per_point = sum(r["seconds"] for r in computed) / len(computed) if computed else 0.0
@@ -35,6 +35,15 @@ def write(records: List[dict], figures: List[Path], run: dict, path: Path) -> Pa
         if figure.suffix == ".png":
             lines += [f"## {titles.get(figure.stem, figure.stem)}", "",
                       f"![{figure.stem}]({figure.relative_to(path.parent)})", ""]
+    if drawings:
+        lines += ["## Where each operator runs", "",
+                  "Each model as its backend partitions it (at the plan's first point for that backend that compiled): green, a "
+                  "function offloaded to the accelerator; orange, an operator its patterns could take but refused, "
+                  "numbered with the reason; grey, on the CPU.", ""]
+        for (model, backend), drawing in drawings.items():
+            lines += [f"### {model} on {backend}", ""]
+            lines += [f"![{model} on {backend}]({drawing.relative_to(path.parent)})" if isinstance(drawing, Path)
+                      else drawing, ""]
     header = ["model", "backend", "attributes", "matched", "DMA bytes", "/ bound", "transfers", "engine calls",
               "utilisation", "est. cycles", "code B", "workspace B", "s", "cached"]
     lines += ["## Points", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -135,13 +135,10 @@ def outline_composites(mod: tvm.IRModule, target_name: str, mod_name: str = "def
     return relay.transform.InferType()(mod)
 
 
-def partition(backend, mod: tvm.IRModule, params=None, mod_name: str = "default") -> tvm.IRModule:
-    """The phases of upstream's UMAPartitioner.partition (see the module docstring).
-
-    The framework's own passes run around the backend's: type inference first (pattern
-    predicates look at types), and the weights of offloaded functions lifted into parameters
-    last.  Offloaded functions are named ``tvmgen_<mod_name>_<target>_main_<n>``.
-    """
+def outlined(backend, mod: tvm.IRModule, params=None, mod_name: str = "default"):
+    """The first phases of ``partition``: (the module with each match outlined into a function
+    for the backend, its operators as the model had them; the (op, reason) counts of matches the
+    backend's checks raised on; those it refused).  What the offload report and its drawing read."""
     partitioner = backend._relay_to_relay
     if params:
         mod["main"] = bind_params_by_name(mod["main"], params)
@@ -158,6 +155,18 @@ def partition(backend, mod: tvm.IRModule, params=None, mod_name: str = "default"
         ])(mod)
     else:
         mod = outline_composites(mod, backend.target_name, mod_name)
+    return mod, raised, refused
+
+
+def partition(backend, mod: tvm.IRModule, params=None, mod_name: str = "default") -> tvm.IRModule:
+    """The phases of upstream's UMAPartitioner.partition (see the module docstring).
+
+    The framework's own passes run around the backend's: type inference first (pattern
+    predicates look at types), and the weights of offloaded functions lifted into parameters
+    last.  Offloaded functions are named ``tvmgen_<mod_name>_<target>_main_<n>``.
+    """
+    partitioner = backend._relay_to_relay
+    mod, raised, refused = outlined(backend, mod, params, mod_name)
     backend.offload_report = offload_report(backend, mod, raised, refused)
     mod = tvm.transform.Sequential(_passes(partitioner, PassPhase.POST_PARTITIONING_0))(mod)
     for gvar, func in mod.functions.items():
