@@ -78,10 +78,16 @@ fi
 # The Relax engine (tvm_extension/relax, docs/relax.md) runs on apache-tvm 0.27, whose package is
 # named tvm like hhb-tvm's: an environment of its own, with this checkout on its path (a .pth: the
 # framework depends on hhb-tvm, so it is not pip-installed there), its command tvm-extension, and
-# uma_vanilla pip-installed (its "tvm.backends" entry point registers it at import tvm).
+# the example backends that have a Relax part pip-installed (their "tvm.backends" entry points
+# register them at import tvm).
 # tests/test_relax_engine.py runs it there.
 RELAX_VENV="${TVM_EXTENSION_RELAX_VENV:-$ROOT/.venv-relax}"
-relax_input() { cat "$ROOT/requirements-relax.lock" "$ROOT/uma_vanilla/pyproject.toml"; echo "$ROOT"; }
+RELAX_BACKENDS=(uma_vanilla uma_qvanilla)  # the examples with a relax_patterns.py
+relax_input() {
+  cat "$ROOT/requirements-relax.lock"
+  for backend in "${RELAX_BACKENDS[@]}"; do cat "$ROOT/$backend/pyproject.toml"; done
+  echo "$ROOT"
+}
 # Made for the tests, and for the demo when TVM_EXTENSION_WITH_RELAX=1 (scripts/demo.sh --relax).
 if { [ "$1" = test ] || [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; } && { [ ! -x "$RELAX_VENV/bin/python" ] \
     || [ "$(cat "$RELAX_VENV/.installed-relax" 2>/dev/null)" != "$(digest <(relax_input))" ]; }; then
@@ -89,7 +95,7 @@ if { [ "$1" = test ] || [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; } && { [ ! -x "
   [ -x "$RELAX_VENV/bin/python" ] || "$(find_python310)" -m venv "$RELAX_VENV"
   RELAX_PIP=("$RELAX_VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
   "${RELAX_PIP[@]}" -r "$ROOT/requirements-relax.lock"
-  "${RELAX_PIP[@]}" --no-deps -e "$ROOT/uma_vanilla"
+  "${RELAX_PIP[@]}" --no-deps "${RELAX_BACKENDS[@]/#/-e$ROOT/}"
   SITE="$("$RELAX_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   printf '%s\n' "$ROOT" > "$SITE/tvm_extension_checkout.pth"
   printf '#!%s\nimport sys\nfrom tvm_extension.cli import main\nsys.exit(main())\n' "$RELAX_VENV/bin/python" \

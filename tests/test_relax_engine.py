@@ -149,10 +149,13 @@ def test_a_scaffolded_backend_compiles_on_both_engines(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["-f", "mlf"], "error: --output-format mlf: the Relax engine builds a shared library for its VM; mlf stays on "
                     "the Relay engine"),
+    (["--input-shapes", "inp:[1,3,16,16]"], "error: --input-shapes names 'inp', which is not an input of 'cnn.onnx' "
+                                            "(its inputs: input)"),
+    (["--input-shapes", "input:[1,3"], "error: --input-shapes 'input:[1,3': expected NAME:[D1,D2,...]"),
     (["--executor", "aot"], "error: --executor aot: the Relax engine builds a shared library for its VM; aot stays on "
                             "the Relay engine"),
     (["--target", "no_such_accelerator"], "error: unknown target 'no_such_accelerator' for the Relax engine "
-                                          "(backends with a relax_patterns.py found: vanilla_accelerator"),
+                                          "(backends with a relax_patterns.py found: qvanilla, vanilla_accelerator)"),
     (["--target", "vanilla_accelerator", "--target-vanilla_accelerator-max_kernel_size=9"],
      "error: target 'vanilla_accelerator': attribute 'max_kernel_size' must be between 1 and 8, got 9"),
 ])

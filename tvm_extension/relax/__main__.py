@@ -36,6 +36,7 @@ def _parser(prog="python -m tvm_extension.relax"):
     compile_.add_argument("-o", "--output", required=True, help="the shared library to write (.so)")
     compile_.add_argument("--experimental-tvm-extension", "--experimental-tvmc-extension", action="append",
                           default=[], dest="extensions", metavar="FOLDER", help="a folder holding backend packages")
+    compile_.add_argument("--input-shapes", help="as tvmc's: 'name:[1,3,224,224] other:[1,10]' fixes dynamic inputs")
     compile_.add_argument("-f", "--output-format", default="so", help="so (a shared library); mlf " + RELAY_ONLY)
     compile_.add_argument("--executor", help="the Relax VM; aot " + RELAY_ONLY)
     compile_.add_argument("--runtime", help="TVM's own; crt " + RELAY_ONLY)
@@ -59,8 +60,24 @@ def _compile(args, target_attrs):
         if target != args.target:
             raise_user(f"--target-{target}-{name}: '{target}' is not the target compiled for ('{args.target}')")
         attrs[name] = value
-    for line in compile_model(args.model, args.target, args.output, args.extensions, attrs):
+    shapes = _input_shapes(args.input_shapes) if args.input_shapes else None
+    for line in compile_model(args.model, args.target, args.output, args.extensions, attrs, shapes=shapes):
         print(line)
+
+
+_SHAPE = re.compile(r"\s*([^\s:]+):\[([0-9,\s]*)\]\s*")
+
+
+def _input_shapes(text: str) -> dict:
+    """tvmc's --input-shapes spelling: {name: shape}; a malformed one is the user's one line."""
+    shapes, at = {}, 0
+    while at < len(text):
+        match = _SHAPE.match(text, at)
+        if match is None:
+            raise_user(f"--input-shapes {text!r}: expected NAME:[D1,D2,...] separated by spaces")
+        shapes[match.group(1)] = tuple(int(d) for d in match.group(2).split(",") if d.strip())
+        at = match.end()
+    return shapes
 
 
 def _run(args):

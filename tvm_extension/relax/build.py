@@ -51,7 +51,13 @@ def _import(model: Path, shapes=None):
     importers = {".onnx": _import_onnx, ".tflite": _import_tflite}
     if model.suffix not in importers:
         raise UserError(f"'{model}': the Relax engine reads ONNX (.onnx) and TFLite (.tflite) models")
-    return importers[model.suffix](model, shapes)
+    mod = importers[model.suffix](model, shapes)
+    names = [param.name for param in mod["main"].params]
+    unknown = sorted(set(shapes or {}) - set(names))
+    if unknown:
+        raise UserError(f"--input-shapes names {unknown[0]!r}, which is not an input of '{model.name}' "
+                        f"(its inputs: {', '.join(names)})")
+    return mod
 
 
 def _attrs(backend, given: Optional[Dict[str, str]]) -> dict:
