@@ -96,8 +96,8 @@ if { [ "$1" = test ] || [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; } && { [ ! -x "
   RELAX_PIP=("$RELAX_VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
   "${RELAX_PIP[@]}" -r "$ROOT/requirements-relax.lock"
   "${RELAX_PIP[@]}" --no-deps "${RELAX_BACKENDS[@]/#/-e$ROOT/}"
-  SITE="$("$RELAX_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-  printf '%s\n' "$ROOT" > "$SITE/tvm_extension_checkout.pth"
+  mkdir -p "$RELAX_VENV/lib/python3.10/site-packages"
+  printf '%s\n' "$ROOT" > "$RELAX_VENV/lib/python3.10/site-packages/tvm_extension_checkout.pth"
   printf '#!%s\nimport sys\nfrom tvm_extension.cli import main\nsys.exit(main())\n' "$RELAX_VENV/bin/python" \
     > "$RELAX_VENV/bin/tvm-extension"
   chmod +x "$RELAX_VENV/bin/tvm-extension"

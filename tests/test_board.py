@@ -301,7 +301,7 @@ def test_test_setup_installs_the_toolchain_and_the_demo_does_not(tmp_path):
     root, bin_dir, calls = tmp_path / "checkout", tmp_path / "bin", tmp_path / "calls"
     stand_in_checkout(root)
     bin_dir.mkdir()
-    for tool in ("bash", "basename", "cat", "cp", "cut", "dirname", "grep", "mkdir", "sha256sum"):
+    for tool in ("bash", "basename", "cat", "chmod", "cp", "cut", "dirname", "grep", "mkdir", "sha256sum"):
         (bin_dir / tool).symlink_to(shutil.which(tool))
     for stand_in in ("python3.10", "apt-get", "id"):
         (bin_dir / stand_in).write_text(STAND_IN if stand_in != "id" else "#!/bin/bash\necho 0\n")
