@@ -132,11 +132,12 @@ def test_setup_steps_say_what_they_do_and_run_once(tmp_path):
                    f"{pip} --no-deps -e {root}", f"{pip} --no-deps " + " ".join(f"-e{root}/{b}" for b in BACKENDS)]
     assert setup("demo") == ([], [])
     # The tests add their lock to the same environment (the project and the backends are already
-    # there), and the Relax engine's environment beside it.
+    # there), and the Relax engine's environment beside it (with the backends that have a Relax part).
     assert setup("test") == ([f"setup: installing {full_count} pinned packages for the tests (requirements.lock)",
                               f"setup: setting up the Relax engine's environment {relax_venv} (requirements-relax.lock)"],
                              [f"{pip} -r {root}/requirements.lock", f"python3.10 -m venv {relax_venv}",
-                              f"python -m pip install --quiet --disable-pip-version-check -r {root}/requirements-relax.lock"])
+                              f"{pip} -r {root}/requirements-relax.lock",
+                              f"{pip} --no-deps -e{root}/uma_vanilla -e{root}/uma_qvanilla"])
     assert setup("test") == ([], []) and setup("demo") == ([], [])
     # A changed lock is installed again, and only it.
     with open(root / "requirements-demo.lock", "a") as lock:
