@@ -66,6 +66,21 @@ def test_outputs_agree_with_onnx_reference(cnn_library, tmp_path):
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
 
 
+def test_target_llvm_offloads_nothing_and_run_can_time(tmp_path):
+    """--target llvm: TVM's own kernels only (what an offload is compared with); run --repeat N
+    prints the median seconds of N more runs."""
+    done = relax_engine("compile", str(CNN), "--target", "llvm", "-o", "plain.so", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "llvm: nothing offloaded", done.stdout + done.stderr
+    assert call_sites(tmp_path / "plain.so") == 0
+    x = np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=x)
+    done = relax_engine("run", "plain.so", "-i", "in.npz", "-o", "out.npz", "--repeat", "3", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"seconds per run: \d+\.\d{6}", done.stdout.strip()), done.stdout
+    with np.load(tmp_path / "out.npz") as out:
+        np.testing.assert_allclose(out["output_0"], ReferenceEvaluator(str(CNN)).run(None, {"input": x})[0], atol=1e-4)
+
+
 def test_target_attribute_reaches_the_patterns(tmp_path):
     """max_kernel_size 3: the 5x5 conv stays on the CPU too, and the kernel is called twice."""
     done = relax_engine("compile", str(CNN), "--target", "vanilla_accelerator", "-o", "cnn.so",

@@ -32,7 +32,8 @@ def _parser(prog="python -m tvm_extension.relax"):
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     compile_ = commands.add_parser("compile", help="compile an ONNX model into a shared library")
     compile_.add_argument("model")
-    compile_.add_argument("--target", required=True, help="the backend's target name, e.g. vanilla_accelerator")
+    compile_.add_argument("--target", required=True,
+                          help="the backend's target name, e.g. vanilla_accelerator; llvm: TVM's own kernels only")
     compile_.add_argument("-o", "--output", required=True, help="the shared library to write (.so)")
     compile_.add_argument("--experimental-tvm-extension", "--experimental-tvmc-extension", action="append",
                           default=[], dest="extensions", metavar="FOLDER", help="a folder holding backend packages")
@@ -44,6 +45,7 @@ def _parser(prog="python -m tvm_extension.relax"):
     run.add_argument("library")
     run.add_argument("-i", "--inputs", required=True, help=".npz of the inputs, by name")
     run.add_argument("-o", "--outputs", required=True, help=".npz to write the outputs to (output_0, ...)")
+    run.add_argument("--repeat", type=int, default=0, help="then run it N more times and print the median seconds")
     return parser
 
 
@@ -93,7 +95,12 @@ def _run(args):
             inputs = dict(data)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read inputs '{args.inputs}': {exc}")
-    outputs = run_model(args.library, inputs)
+    if args.repeat < 0:
+        raise UserError(f"--repeat {args.repeat}: a number of runs, 0 or more")
+    outputs = run_model(args.library, inputs, args.repeat)
+    if args.repeat:
+        outputs, seconds = outputs
+        print(f"seconds per run: {seconds:.6f}")
     partial = output.with_name(output.name + ".partial.npz")  # written whole, then moved in place
     np.savez(partial, **{f"output_{i}": o for i, o in enumerate(outputs)})
     os.replace(partial, output)

@@ -1,6 +1,8 @@
 """ONNX or TFLite model -> shared library (the backend's C library linked in) -> outputs with the Relax VM."""
 import os
+import statistics
 import subprocess
+import time
 import tempfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
@@ -94,6 +96,9 @@ def _compile_c(sources: List[Path], includes: List[Path], work: Path, flags: Lis
     return objects
 
 
+CPU_ONLY = "llvm"  # --target llvm: the model with TVM's own kernels only
+
+
 def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: Optional[Dict[str, str]] = None,
                   cflags: Iterable[str] = ("-O2",), shapes: Optional[Dict[str, tuple]] = None) -> List[str]:
     """Compile ``model`` for ``target`` into the shared library ``output``; returns the offload report.
@@ -105,17 +110,22 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
     model, output = Path(model), Path(output)
     if not output.parent.is_dir():
         raise UserError(f"output folder '{output.parent}' does not exist")
-    backend = backends.find(target, paths)
-    attrs = _attrs(backend, attrs)
-    # Folding makes the bias a constant (ONNX: a reshape of one); an int8 backend matches first, so
-    # that its patterns read the weights and bias as stored, int8 and int32 with their scales.
-    early = getattr(backend, "MATCH_BEFORE_FOLDING", False)
     fold = relax.transform.FoldConstant()
-    mod, report = lower.offload(_import(model, shapes) if early else fold(_import(model, shapes)), backend, attrs)
-    mod = fold(mod) if early else mod
+    if target == CPU_ONLY:  # TVM's own build, nothing offloaded (what an offload is compared with)
+        if attrs:
+            raise UserError(f"target '{CPU_ONLY}' has no attributes")
+        mod, report, sources, includes = fold(_import(model, shapes)), [f"{CPU_ONLY}: nothing offloaded"], [], []
+    else:
+        backend = backends.find(target, paths)
+        attrs = _attrs(backend, attrs)
+        # Folding makes the bias a constant (ONNX: a reshape of one); an int8 backend matches first, so
+        # that its patterns read the weights and bias as stored, int8 and int32 with their scales.
+        early = getattr(backend, "MATCH_BEFORE_FOLDING", False)
+        mod, report = lower.offload(_import(model, shapes) if early else fold(_import(model, shapes)), backend, attrs)
+        mod = fold(mod) if early else mod
+        sources, includes = backends.c_library(backend)
     mod = relax.transform.LegalizeOps()(mod)
     executable = relax.build(mod, target="llvm")
-    sources, includes = backends.c_library(backend)
     with tempfile.TemporaryDirectory(prefix="relax-build-") as work:
         objects = _compile_c(sources, includes, Path(work), list(cflags))
         built = Path(work) / output.name
@@ -124,8 +134,9 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
     return report
 
 
-def run_model(library, inputs: Dict[str, np.ndarray]) -> List[np.ndarray]:
-    """Run a library built by ``compile_model`` with the Relax VM on named inputs."""
+def run_model(library, inputs: Dict[str, np.ndarray], repeat: int = 0):
+    """Run a library built by ``compile_model`` with the Relax VM on named inputs: its outputs; with
+    ``repeat``, (outputs, the median seconds of ``repeat`` more runs)."""
     import tvm  # pylint: disable=import-outside-toplevel
     from tvm import relax  # pylint: disable=import-outside-toplevel
 
@@ -153,4 +164,12 @@ def run_model(library, inputs: Dict[str, np.ndarray]) -> List[np.ndarray]:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         raise UserError(f"running '{library.name}' failed: {lines[-1] if lines else type(exc).__name__}")
     outputs = result if isinstance(result, (list, tuple)) or type(result).__name__ == "Array" else [result]
-    return [o.numpy() for o in outputs]
+    outputs = [o.numpy() for o in outputs]
+    if not repeat:
+        return outputs
+    seconds = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        vm["main"](*args)
+        seconds.append(time.perf_counter() - started)
+    return outputs, statistics.median(seconds)
