@@ -68,7 +68,7 @@ def test_outputs_agree_with_onnx_reference(cnn_library, tmp_path):
 
 def test_target_llvm_offloads_nothing_and_run_can_time(tmp_path):
     """--target llvm: TVM's own kernels only (what an offload is compared with); run --repeat N
-    prints the median seconds of N more runs."""
+    prints the seconds per run of N more runs."""
     done = relax_engine("compile", str(CNN), "--target", "llvm", "-o", "plain.so", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "llvm: nothing offloaded", done.stdout + done.stderr
     assert call_sites(tmp_path / "plain.so") == 0

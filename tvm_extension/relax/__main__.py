@@ -45,7 +45,7 @@ def _parser(prog="python -m tvm_extension.relax"):
     run.add_argument("library")
     run.add_argument("-i", "--inputs", required=True, help=".npz of the inputs, by name")
     run.add_argument("-o", "--outputs", required=True, help=".npz to write the outputs to (output_0, ...)")
-    run.add_argument("--repeat", type=int, default=0, help="then run it N more times and print the median seconds")
+    run.add_argument("--repeat", type=int, default=0, help="then run it N more times and print the seconds per run")
     return parser
 
 
