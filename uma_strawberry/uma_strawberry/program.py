@@ -116,7 +116,7 @@ def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir
     """
     tc, th, tw, ti, n_it = plan.channels, plan.rows, plan.cols, plan.in_channels, plan.in_tiles
     dense, taps = not layer.depthwise, layer.taps
-    ifmap_words, weights_words, ofmap_words = tile_words(layer, th, tw, tc, ti, plan.weights_resident,
+    ifmap_words, weights_words, _ = tile_words(layer, th, tw, tc, ti, plan.weights_resident,
                                                          plan.ifmap_resident)
     spad = {
         "ifmap": Scratch("ifmap_spad", "ifmap", ifmap_words, config),
@@ -145,15 +145,14 @@ def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir
                        (nc, layer.in_rows(nr), layer.in_cols(nx)))
         return dma_in(spad["ifmap"], host["ifmap"], box, words)
 
-    in_chunks = lambda body: _tiles("in", n_it, ti, layer.ic, body)
-    resident = lambda j: j if n_it > 1 else 0  # the chunk's place in a resident tensor
+    in_chunks = lambda body: _tiles("in", n_it, ti, layer.ic, body)  # body(j, first, count); j = 0 for one chunk
 
     def resident_weights(c0, nc):
-        return _seq(in_chunks(lambda j, i0, ni: load_weights(c0, nc, i0, ni, resident(j) * tc * ti * taps)),
+        return _seq(in_chunks(lambda j, i0, ni: load_weights(c0, nc, i0, ni, j * tc * ti * taps)),
                     load_extras(c0, nc))
 
     def resident_ifmap(y0, nr, x0, nx):
-        return in_chunks(lambda j, i0, ni: load_ifmap(i0, ni, y0, nr, x0, nx, resident(j) * in_tile_words))
+        return in_chunks(lambda j, i0, ni: load_ifmap(i0, ni, y0, nr, x0, nx, j * in_tile_words))
 
     def output_tile(c0, nc, y0, nr, x0, nx):
         """The output tile: its residual, then per input-channel chunk what is not resident and the
@@ -164,8 +163,8 @@ def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir
         kernel = f"strawberry_{'depthwise_' if layer.depthwise else ''}conv2d_{layer.layout}_call"
 
         def chunk(j, i0, ni):
-            weights_at = resident(j) * tc * ti * taps if plan.weights_resident else 0
-            ifmap_at = resident(j) * in_tile_words if plan.ifmap_resident else 0
+            weights_at = j * tc * ti * taps if plan.weights_resident else 0
+            ifmap_at = j * in_tile_words if plan.ifmap_resident else 0
             accumulate = 0 if n_it == 1 else _flag(j > 0, ACC_ADD) + _flag(j < n_it - 1, ACC_PARTIAL)
             sizes = [layer.in_rows(nr), layer.in_cols(nx), ni if dense else nc,  # input tile (h, w, c)
                      nr, nx, nc, layer.kh, layer.kw, layer.stride_h, layer.stride_w]  # output, kernel, stride
