@@ -70,10 +70,13 @@ def _inputs(model: Path, shapes, path: Path):
     from tvm.driver import tvmc  # pylint: disable=import-outside-toplevel
     from tvm.driver.tvmc.shape_parser import parse_shape_string  # pylint: disable=import-outside-toplevel
 
+    from tvm import relay  # pylint: disable=import-outside-toplevel
+
     loaded = tvmc.load(str(model), shape_dict=parse_shape_string(shapes) if shapes else None)
+    mod = relay.transform.InferType()(loaded.mod)  # the TFLite frontend leaves the types to infer
     rng = np.random.default_rng(0)
     arrays = {}
-    for param in loaded.mod["main"].params:
+    for param in mod["main"].params:
         if param.name_hint in loaded.params:
             continue
         shape, dtype = [int(d) for d in param.checked_type.shape], param.checked_type.dtype

@@ -66,13 +66,15 @@ def every_split(layer, cfg):
 @pytest.mark.parametrize("spad", [4096, 16384, 65536])
 @pytest.mark.parametrize("layer", LAYERS + [STRIDE_ABOVE_WINDOW], ids=range(len(LAYERS) + 1))
 def test_plan_is_the_cheapest_split_that_fits(layer, spad):
-    """Against every split: tile sizes along the four axes, both loop orders, every residency."""
+    """Against every split: tile sizes along the four axes, both loop orders, every residency; those
+    keeping the input channels whole first (their outputs are the unsplit conv's bits)."""
     cfg = config(scratchpad_bytes=spad)
-    best_bytes = best_calls = None
+    best = None
     for candidate in every_split(layer, cfg):
-        key = (candidate.dma_bytes, candidate.dma_calls)
-        if best_bytes is None or key < (best_bytes, best_calls):
-            best_bytes, best_calls = key
+        key = (not layer.depthwise and candidate.in_channels < layer.ic, candidate.dma_bytes, candidate.dma_calls)
+        if best is None or key < best:
+            best = key
+    _, best_bytes, best_calls = best
     plan = plan_layer(layer, cfg)
     assert fits(layer, cfg, plan.rows, plan.cols, plan.channels, plan.in_channels, plan.weights_resident,
                 plan.ifmap_resident)
@@ -84,13 +86,22 @@ def test_plan_is_the_cheapest_split_that_fits(layer, spad):
 
 @pytest.mark.parametrize("layer", LAYERS, ids=range(len(LAYERS)))
 def test_more_scratchpad_never_moves_more(layer):
+    """Among plans of one kind: input channels in chunks only while nothing else fits (from the first
+    size where they stay whole, they stay whole), and within each kind more scratchpad moves no more."""
     moved = []
     for spad in (4096, 8192, 16384, 32768, 65536, 1 << 20):
         try:
-            moved.append(plan_layer(layer, config(scratchpad_bytes=spad)).dma_bytes)
+            plan = plan_layer(layer, config(scratchpad_bytes=spad))
         except Unfit:
             assert not moved, "a layer that fits must fit a larger scratchpad"
-    assert moved == sorted(moved, reverse=True) and moved[-1] == lower_bound(layer)
+            continue
+        moved.append((layer.depthwise or plan.in_channels == layer.ic, plan.dma_bytes))
+    kinds = [whole for whole, _ in moved]
+    assert kinds == sorted(kinds), "chunked input channels after a size that keeps them whole"
+    for kind in (False, True):
+        same = [b for whole, b in moved if whole == kind]
+        assert same == sorted(same, reverse=True)
+    assert moved[-1] == (True, lower_bound(layer))
 
 
 def test_lower_bound_skips_what_no_window_reads():

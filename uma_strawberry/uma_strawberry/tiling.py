@@ -284,11 +284,20 @@ def _largest_chunk(layer: Layer, rows: int, cols: int, channels: int, weights_re
     return -(-layer.ic // -(-layer.ic // most))
 
 
+def _splits_sums(layer: Layer, chunk: int) -> bool:
+    """Whether the input channels come in chunks.  Each output is then summed in pieces, and float
+    sums in another order round differently: a split that keeps them whole gives the bits the
+    unsplit conv gives (the kit engine's one chain per output), so it comes first whenever one
+    fits; chunks only when nothing else fits."""
+    return not layer.depthwise and chunk < layer.ic
+
+
 @functools.lru_cache(maxsize=4096)
 def plan_layer(layer: Layer, config: Config) -> Plan:
     """The split of ``layer`` moving the fewest bytes (then the fewest transfers, then the fewest
-    engine calls) that fits the partitions of ``config``; raises Unfit when even one output of one
-    channel over one input channel does not fit."""
+    engine calls) that fits the partitions of ``config``, among those that keep every input channel
+    in one engine call when one does; raises Unfit when even one output of one channel over one
+    input channel does not fit."""
     limits = (config.ifmap_bytes // WORD, config.weights_bytes // WORD, config.ofmap_bytes // WORD)
     best, best_key = None, None
     for rows_outer in (False, True):
@@ -310,7 +319,7 @@ def plan_layer(layer: Layer, config: Config) -> Plan:
                             continue
                         fitted = True
                         plan = cost(layer, rows, cols, channels, chunk, rows_outer, weights_resident, ifmap_resident)
-                        key = (plan.dma_bytes, plan.dma_calls, plan.compute_calls)
+                        key = (_splits_sums(layer, chunk), plan.dma_bytes, plan.dma_calls, plan.compute_calls)
                         if best is None or key < best_key:
                             best, best_key = plan, key
                     if not fitted:
