@@ -19,7 +19,7 @@ import tflite
 from onnx import TensorProto, helper
 
 from conftest import MODELS, VANILLA_EXT, assert_one_line_error, run_tvmc
-from tvm_extension import api
+from tvm_extension import api, uma
 
 CNN = MODELS / "cnn.onnx"
 EXT = ["--experimental-tvm-extension", str(VANILLA_EXT)]
@@ -157,7 +157,7 @@ def _example_attribute_ranges():
             if name.startswith("tvm_extension.") and name.split(".")[1] not in api.RESERVED_NAMES:
                 del sys.modules[name]
     for backend in backends:
-        for attr, allowed in getattr(type(backend), "target_attr_ranges", {}).items():
+        for attr, allowed in uma.attr_ranges(backend).items():
             if all(isinstance(a, str) for a in allowed):
                 yield backend.target_name, attr, "not-one-of-them"
             else:
@@ -165,7 +165,9 @@ def _example_attribute_ranges():
                 yield backend.target_name, attr, allowed[1] + 1
 
 
-for _target, _attr, _value in _example_attribute_ranges():
+_RANGE_CASES = list(_example_attribute_ranges())
+assert ("vanilla_accelerator", "max_kernel_size", 9) in _RANGE_CASES, _RANGE_CASES  # the ranges were read
+for _target, _attr, _value in _RANGE_CASES:
     CASES.append((
         f"{_target}-{_attr}={_value}",
         ["tvmc", "compile", "--target", _target, f"--target-{_target}-{_attr}", str(_value), *EXT, str(CNN),

@@ -208,7 +208,7 @@ def test_long_stage_shows_on_a_terminal(monkeypatch):
 def test_plain_help_lists_every_attribute_with_type_default_and_range():
     """An extension loaded from the environment: plain ``tvmc compile --help`` gives each
     attribute's type, default and the backend's declared range."""
-    from tvm_extension import api
+    from tvm_extension import api, uma
 
     done = run_tvmc("compile", "--help", env={"TVM_EXTENSION_PATH": str(VANILLA_EXT)})
     assert done.returncode == 0, done.stderr
@@ -216,7 +216,7 @@ def test_plain_help_lists_every_attribute_with_type_default_and_range():
     backends = [b for e in api.discover([str(VANILLA_EXT)], environ={}, python_path=False, entry_points=False)
                 for b in e.backends()]
     for backend in backends:
-        ranges = getattr(type(backend), "target_attr_ranges", {})
+        ranges = uma.attr_ranges(backend)
         for attr, default in backend._target_attrs.items():
             kind = "true/false" if isinstance(default, bool) else type(default).__name__
             expected = f"target {backend.target_name} {attr} ({kind}, default: {default}"

@@ -152,9 +152,11 @@ def complete_target(target: str, tvm_kinds: Sequence[str], codegens: Sequence[st
 def add_target_attr_args(parser, backends):
     """``--target-<name>-<attr>`` for every attribute an extension backend registered, its help
     giving the type, the default and the backend's declared range (``target_attr_ranges``)."""
+    from tvm_extension.uma.register import attr_ranges  # pylint: disable=import-outside-toplevel  (TVM: once used)
+
     for backend in backends:
         group = parser.add_argument_group(f"target {backend.target_name}")
-        ranges = getattr(type(backend), "target_attr_ranges", None) or {}
+        ranges = attr_ranges(backend)  # the class's, or what register_target set on the backend
         for attr, default in backend._target_attrs.items():
             kind = "true/false" if isinstance(default, bool) else type(default).__name__
             allowed = _range_text(ranges.get(attr))
