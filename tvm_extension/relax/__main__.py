@@ -30,7 +30,7 @@ RELAY_ONLY = "stays on the Relay engine (hhb-tvm: tvmc compile --target NAME,c -
 def _parser(prog="python -m tvm_extension.relax"):
     parser = _Parser(prog=prog, description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    compile_ = commands.add_parser("compile", help="compile an ONNX model into a shared library")
+    compile_ = commands.add_parser("compile", help="compile an ONNX or TFLite model into a shared library")
     compile_.add_argument("model")
     compile_.add_argument("--target", required=True,
                           help="the backend's target name, e.g. vanilla_accelerator; llvm: TVM's own kernels only")
@@ -38,6 +38,10 @@ def _parser(prog="python -m tvm_extension.relax"):
     compile_.add_argument("--experimental-tvm-extension", "--experimental-tvmc-extension", action="append",
                           default=[], dest="extensions", metavar="FOLDER", help="a folder holding backend packages")
     compile_.add_argument("--input-shapes", help="as tvmc's: 'name:[1,3,224,224] other:[1,10]' fixes dynamic inputs")
+    compile_.add_argument("--tflite-exact", action="store_true",
+                          help="int8 TFLite models: compute exactly what TFLite's reference kernels compute (convs, "
+                               "FULLY_CONNECTED, ADD, AVERAGE_POOL_2D, SOFTMAX, LOGISTIC, TANH, QUANTIZE); "
+                               "operators it cannot make exact are listed")
     compile_.add_argument("-f", "--output-format", default="so", help="so (a shared library); mlf " + RELAY_ONLY)
     compile_.add_argument("--executor", help="the Relax VM; aot " + RELAY_ONLY)
     compile_.add_argument("--runtime", help="TVM's own; crt " + RELAY_ONLY)
@@ -63,7 +67,8 @@ def _compile(args, target_attrs):
             raise_user(f"--target-{target}-{name}: '{target}' is not the target compiled for ('{args.target}')")
         attrs[name] = value
     shapes = _input_shapes(args.input_shapes) if args.input_shapes else None
-    for line in compile_model(args.model, args.target, args.output, args.extensions, attrs, shapes=shapes):
+    for line in compile_model(args.model, args.target, args.output, args.extensions, attrs, shapes=shapes,
+                              tflite_exact=args.tflite_exact):
         print(line)
 
 

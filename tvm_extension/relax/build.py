@@ -9,6 +9,7 @@ from typing import Dict, Iterable, List, Optional
 import numpy as np
 
 from . import backends, lower
+from . import tflite_exact as exact
 from .backends import UserError
 
 
@@ -99,9 +100,11 @@ CPU_ONLY = "llvm"  # --target llvm: the model with TVM's own kernels only
 
 
 def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: Optional[Dict[str, str]] = None,
-                  cflags: Iterable[str] = ("-O2",), shapes: Optional[Dict[str, tuple]] = None) -> List[str]:
+                  cflags: Iterable[str] = ("-O2",), shapes: Optional[Dict[str, tuple]] = None,
+                  tflite_exact: bool = False) -> List[str]:
     """Compile ``model`` for ``target`` into the shared library ``output``; returns the offload report.
-    ``shapes`` ({input name: shape}, as tvmc's --input-shapes) fixes the inputs' dynamic dimensions.
+    ``shapes`` ({input name: shape}, as tvmc's --input-shapes) fixes the inputs' dynamic dimensions;
+    ``tflite_exact``: an int8 TFLite model computes what TFLite's reference kernels compute.
 
     Written whole or not at all: nothing is left at ``output`` on an error."""
     from tvm import relax  # pylint: disable=import-outside-toplevel
@@ -109,20 +112,30 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
     model, output = Path(model), Path(output)
     if not output.parent.is_dir():
         raise UserError(f"output folder '{output.parent}' does not exist")
-    fold = relax.transform.FoldConstant()
+    if tflite_exact and model.suffix != ".tflite":
+        raise UserError(f"{exact.FLAG} applies to TFLite models only (this is a {model.suffix.lstrip('.') or 'suffixless'} model)")
+    backend, report, sources, includes = None, [f"{CPU_ONLY}: nothing offloaded"], [], []
     if target == CPU_ONLY:  # TVM's own build, nothing offloaded (what an offload is compared with)
         if attrs:
             raise UserError(f"target '{CPU_ONLY}' has no attributes")
-        mod, report, sources, includes = fold(_import(model, shapes)), [f"{CPU_ONLY}: nothing offloaded"], [], []
     else:
         backend = backends.find(target, paths)
         attrs = _attrs(backend, attrs)
-        # Folding makes the bias a constant (ONNX: a reshape of one); an int8 backend matches first, so
-        # that its patterns read the weights and bias as stored, int8 and int32 with their scales.
-        early = getattr(backend, "MATCH_BEFORE_FOLDING", False)
-        mod, report = lower.offload(_import(model, shapes) if early else fold(_import(model, shapes)), backend, attrs)
-        mod = fold(mod) if early else mod
         sources, includes = backends.c_library(backend)
+    mod = _import(model, shapes)
+    # Folding makes the bias a constant (ONNX: a reshape of one); an int8 backend matches first, so
+    # that its patterns read the weights and bias as stored, int8 and int32 with their scales; so does
+    # --tflite-exact, which then computes the rest in integers.
+    early = backend is not None and getattr(backend, "MATCH_BEFORE_FOLDING", False)
+    made_exact = []
+    if early:
+        mod, report = lower.offload(mod, backend, attrs)
+    if tflite_exact:
+        mod, made_exact = exact.make_exact(mod)
+    mod = relax.transform.FoldConstant()(mod)
+    if backend is not None and not early:
+        mod, report = lower.offload(mod, backend, attrs)
+    report = report + made_exact
     mod = relax.transform.LegalizeOps()(mod)
     executable = relax.build(mod, target="llvm")
     with tempfile.TemporaryDirectory(prefix="relax-build-") as work:

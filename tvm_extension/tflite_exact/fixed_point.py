@@ -1,4 +1,5 @@
-"""TFLite's integer arithmetic (tensorflow/lite/kernels/internal/common.h, gemmlowp), as Relay.
+"""TFLite's integer arithmetic (tensorflow/lite/kernels/internal/common.h, gemmlowp), as Relay
+(or Relax: ``graph``).
 
 TFLite requantizes an int32 accumulator in two roundings:
 
@@ -10,17 +11,14 @@ with ``M * 2^(shift - 31)`` the real multiplier, its significand rounded half aw
 compute TFLite's result exactly, in int64 Relay arithmetic (Relay's integer ``divide``
 truncates toward zero and ``right_shift`` is arithmetic, as in C).
 """
-from __future__ import annotations  # relay.Constant below: Relay may be absent
+from __future__ import annotations  # relay.Constant below: the Relax stand-in has none
 
 import math
 from typing import Tuple
 
 import numpy as np
 
-try:  # hhb-tvm's Relay, for the builders; the integer functions serve apache-tvm's Relax engine too
-    from tvm import relay
-except ImportError:
-    relay = None
+from .graph import relay  # Relay, or on apache-tvm the same functions over Relax
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 

@@ -8,8 +8,8 @@ double(s_out)``: ``M' = (M << k) / n`` (integer division), ``shift' = shift - k`
 truncating, and requantizes that: two roundings.)
 """
 import numpy as np
-from tvm import relay
 
+from .graph import relay
 from .fixed_point import quantize_multiplier, requantize
 
 

@@ -25,10 +25,11 @@ import tvm
 from tvm import relay
 from tvm.relay.expr_functor import ExprMutator
 
-from .elementwise import exact_mul
-from .fixed_point import multiply_by_quantized_multiplier, quantize_multiplier, requantize as _requantize_to
-from .fixed_point import materialized, tflite_multipliers
+from .elementwise import exact_add, exact_mul, exact_quantize
+from .fixed_point import quantize_multiplier, requantize as _requantize_to
+from .fixed_point import tflite_multipliers
 from .mean import exact_mean
+from .pooling import exact_average_pool
 from .softmax import exact_softmax
 from .tables import logistic_table, lookup, tanh_table
 
@@ -99,25 +100,12 @@ class Rewrite(ExprMutator):
         return relay.qnn.op.requantize(*new.args, axis=int(attrs.axis), rounding=TFLITE, out_dtype=attrs.out_dtype)
 
     # ADD
-    def _add(self, new, call):
+    @staticmethod
+    def _add(new, call):
         _, _, lhs_scale, lhs_zp, rhs_scale, rhs_zp, out_scale, out_zp = call.args
-        lhs, rhs = new.args[:2]
-        s1, s2, so = (np.float32(_scalar(c)) for c in (lhs_scale, rhs_scale, out_scale))
-        twice_max = float(2 * max(s1, s2))
-        left_shift = 20
-        m1, sh1 = quantize_multiplier(float(s1) / twice_max)
-        m2, sh2 = quantize_multiplier(float(s2) / twice_max)
-        mo, sho = quantize_multiplier(twice_max / float(np.float32((1 << left_shift) * so)))
-
-        def scaled(x, zp, m, sh):
-            shifted = relay.multiply(relay.subtract(relay.cast(x, "int64"), relay.const(int(_scalar(zp)), "int64")),
-                                     relay.const(int(1 << left_shift), "int64"))
-            return multiply_by_quantized_multiplier(shifted, np.int64(m), np.int64(sh))
-
-        # computed once: the output's requantization reads it six times
-        raw_sum = materialized(relay.add(scaled(lhs, lhs_zp, m1, sh1), scaled(rhs, rhs_zp, m2, sh2)))
-        dtype = call.checked_type.dtype
-        return _requantize_to(raw_sum, np.int64(mo), np.int64(sho), int(_scalar(out_zp)), dtype)
+        scales = tuple(_scalar(c) for c in (lhs_scale, rhs_scale, out_scale))
+        zero_points = tuple(int(_scalar(c)) for c in (lhs_zp, rhs_zp, out_zp))
+        return exact_add(new.args[0], new.args[1], scales, zero_points, call.checked_type.dtype)
 
     # MEAN: requantize(mean(cast(x int8, int32)))
     @staticmethod
@@ -148,34 +136,19 @@ class Rewrite(ExprMutator):
         return exact_mul(new.args[0], new.args[1], scales, zero_points, "int8")
 
     # AVERAGE_POOL_2D: cast(avg_pool2d(cast(x, int32)), int8)
-    def _average_pool(self, new, call):
+    @staticmethod
+    def _average_pool(new, call):
         pool = call.args[0]
         if not (_is(pool, "nn.avg_pool2d") and _is(pool.args[0], "cast") and
                 call.attrs.dtype in ("int8", "uint8") and pool.attrs.layout == "NHWC"):
             return None
         attrs = pool.attrs
-        x = pool.args[0]
-        data_type = x.checked_type
-        _, h, w, c = (int(d) for d in data_type.shape)
-        kh, kw = (int(k) for k in attrs.pool_size)
         if [int(d) for d in attrs.dilation] != [1, 1] or attrs.ceil_mode:
             return None
-        common = dict(strides=attrs.strides, padding=attrs.padding, data_layout="NHWC")
-        window_sum = relay.nn.conv2d(new.args[0].args[0], relay.const(np.ones((kh, kw, c, 1), np.int32)),
-                                     groups=c, channels=c, kernel_size=(kh, kw), out_dtype="int32", kernel_layout="HWOI",
-                                     **common)
-        # Elements of each window inside the image (TFLite divides by those only), from the shapes.
-        ones = relay.const(np.ones((1, h, w, 1), np.float32))
-        counts_expr = relay.nn.conv2d(ones, relay.const(np.ones((kh, kw, 1, 1), np.float32)), kernel_size=(kh, kw),
-                                      kernel_layout="HWIO", **common)
-        counts = _evaluate(counts_expr).astype(np.int64)
-        total = relay.cast(window_sum, "int64")
-        half = relay.const(counts // 2, "int64")
-        rounded = relay.where(relay.greater(total, relay.const(int(0), "int64")), relay.add(total, half),
-                              relay.subtract(total, half))
-        average = relay.divide(rounded, relay.const(counts, "int64"))
-        info = np.iinfo(call.attrs.dtype)
-        return relay.cast(relay.clip(average, int(info.min), int(info.max)), call.attrs.dtype), "nn.avg_pool2d"
+        shape = [int(d) for d in pool.args[0].checked_type.shape]
+        pooled = exact_average_pool(new.args[0].args[0].args[0], shape, [int(k) for k in attrs.pool_size],
+                                    [int(s) for s in attrs.strides], [int(p) for p in attrs.padding], call.attrs.dtype)
+        return pooled, "nn.avg_pool2d"
 
     # QUANTIZE from float
     def _quantize(self, new, call):
@@ -191,14 +164,7 @@ class Rewrite(ExprMutator):
             activation = self._activation_table(new, call)
             if activation is not None:
                 return activation, x.op.name
-        ratio = relay.cast(relay.divide(new.args[0], relay.const(np.float32(_scalar(scale)))), "float64")
-        half = relay.const(0.5, "float64")  # std::round: half away from zero (C codegen has no fabs)
-        rounded = relay.where(relay.greater_equal(ratio, relay.const(0.0, "float64")),
-                              relay.floor(relay.add(ratio, half)), relay.ceil(relay.subtract(ratio, half)))
-        dtype = call.attrs.out_dtype
-        info = np.iinfo(dtype)
-        value = relay.add(relay.cast(rounded, "int64"), relay.const(int(_scalar(zero_point)), "int64"))
-        return relay.cast(relay.clip(value, int(info.min), int(info.max)), dtype)
+        return exact_quantize(new.args[0], _scalar(scale), int(_scalar(zero_point)), call.attrs.out_dtype)
 
     @staticmethod
     def _activation_table(new, call):
@@ -223,12 +189,6 @@ class Rewrite(ExprMutator):
         if not ok:
             return None
         return exact_softmax(new.args[0].args[0].args[0], float(np.float32(_scalar(dequantize.args[1]))))
-
-
-def _evaluate(expr) -> np.ndarray:
-    """A constant expression's value, folded by TVM."""
-    folded = relay.transform.FoldConstant()(tvm.IRModule.from_expr(relay.Function([], expr)))
-    return folded["main"].body.data.numpy()
 
 
 def _is_copying_concatenate(call) -> bool:

@@ -8,8 +8,8 @@ scaling are Relay int64 arithmetic.
 import math
 
 import numpy as np
-from tvm import relay
 
+from .graph import relay
 from .fixed_point import INT32_MAX, INT32_MIN, i64 as _c, materialized, quantize_multiplier
 from .fixed_point import rdbpot, srdhm, wrap as _wrap  # Python integers; rdbpot, srdhm re-exported
 from .fixed_point import rounding_divide_by_pot as _rdbpot

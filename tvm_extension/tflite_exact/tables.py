@@ -16,7 +16,8 @@ from that; no such difference changed a table entry over 3000 random scales and 
 import math
 
 import numpy as np
-from tvm import relay
+
+from .graph import relay
 
 _F = np.float32
 
