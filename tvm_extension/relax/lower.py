@@ -18,6 +18,8 @@ import numpy as np
 import tvm
 from tvm import relax, te, tirx
 
+from tvm_extension.api.offload_report import OffloadReport
+
 CONV = "relax.nn.conv2d"
 
 
@@ -49,7 +51,8 @@ class _Lower(relax.PyExprMutator):
     def __init__(self, mod, backend, attrs):
         super().__init__(mod)
         self.mod_, self.backend, self.attrs = mod, backend, attrs
-        self.offloaded: List[str] = []
+        self.offloaded: List[str] = []  # the pattern of each call lowered
+        self.matched: List[relax.Function] = []  # its function
 
     def _composite(self, call):
         if not isinstance(call.op, relax.GlobalVar):
@@ -65,6 +68,7 @@ class _Lower(relax.PyExprMutator):
             return call
         pattern, ops = str(func.attrs["Composite"]), _operators(func)
         self.offloaded.append(pattern)
+        self.matched.append(func)
         # {parameter: numpy function} of the constants the kernel reads repacked.
         constants = {p: a.value.numpy() for p, a in zip(func.params, call.args) if isinstance(a, tvm.ir.GenericConst)}
         packs = self.backend.pack_constants(func, constants) if hasattr(self.backend, "pack_constants") else {}
@@ -94,26 +98,35 @@ class _Lower(relax.PyExprMutator):
         return self.builder_.get()
 
 
-def _convs(mod) -> List[relax.Call]:
+def _op_names(expr) -> List[str]:
+    """The operators an expression calls, named as the Relay engine's report names them (no
+    ``relax.`` prefix); the calls of offloaded functions (``call_tir``) are not operators of the model."""
+    names = []
+    relax.analysis.post_order_visit(expr, lambda e: names.append(e.op.name.split(".", 1)[1]) if isinstance(
+        e, relax.Call) and isinstance(e.op, tvm.ir.Op) and e.op.name != "relax.call_tir" else None)
+    return names
+
+
+def _convs(func) -> List[relax.Call]:
     convs = []
-    for _, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(
-                func.body, lambda e: convs.append(e) if isinstance(e, relax.Call) and e.op == tvm.ir.Op.get(CONV) else None)
+    relax.analysis.post_order_visit(
+        func.body, lambda e: convs.append(e) if isinstance(e, relax.Call) and e.op == tvm.ir.Op.get(CONV) else None)
     return convs
 
 
 def offload(mod: tvm.IRModule, backend, attrs: dict):
-    """(module with the backend's matches lowered to calls of its C API, report lines)."""
+    """(module with the backend's matches lowered to calls of its C API, the offload report's lines:
+    tvmc's, ``OffloadReport``)."""
     mod = relax.transform.FuseOpsByPattern(backend.patterns(attrs), bind_constants=False, annotate_codegen=False)(mod)
     lowering = _Lower(mod, backend, attrs)
     mod = relax.transform.DeadCodeElimination()(lowering.transform())
-    left = _convs(mod)
-    convs = sum(p.split(".", 1)[1].startswith("conv2d") for p in lowering.offloaded) + len(left)
-    counts = collections.Counter(p.split(".", 1)[1] for p in lowering.offloaded)
-    report = [f"{backend.TARGET}: offloaded {len(lowering.offloaded)} of {convs} conv2d "
-              f"({', '.join(f'{name} x{n}' for name, n in counts.items()) or 'none'})"]
-    for conv in left:
-        shape = "x".join(str(int(d)) for d in conv.args[1].ty.shape)
-        report.append(f"  conv2d {shape} stays on the CPU: {backend.why_not_offloaded(conv, attrs) or 'no pattern matched'}")
-    return mod, report
+    report = OffloadReport(backend.TARGET, functions=len(lowering.offloaded),
+                           patterns=collections.Counter(p.split(".", 1)[1] for p in lowering.offloaded))
+    for func in lowering.matched:
+        report.offloaded.update(_op_names(func.body))
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            report.on_cpu.update(_op_names(func.body))
+            for conv in _convs(func):
+                report.not_offloaded[("nn.conv2d", backend.why_not_offloaded(conv, attrs) or "pattern did not match")] += 1
+    return mod, list(report.lines())

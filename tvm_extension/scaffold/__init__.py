@@ -72,9 +72,7 @@ def create(name: str, directory=".", int8: bool = False) -> Path:
     values = {"name": name, "NAME": name.upper(), "Name": "".join(p.capitalize() for p in name.split("_")),
               "dist": "tvm-extension-" + name.replace("_", "-")}
     files = _template_files(int8)
-    if int8:  # the Relax engine's part exists for the float template only (its int8 form: issue 24)
-        files.pop(Path("__name__/relax_patterns.py.tmpl"))
-    values["relax_entry_point"] = "" if int8 else (
+    values["relax_entry_point"] = (
         "# apache-tvm (the Relax engine) calls this at `import tvm`: installed, it needs no option there.\n"
         f'[project.entry-points."tvm.backends"]\n{name} = "{name}.relax_patterns:register"\n\n')
     for relative in [r for r in files if r.name.startswith("_") and r.parent == Path(".")]:

@@ -5,38 +5,13 @@ defining ``rejection_reason(call) -> str | None``; otherwise the reason is "patt
 not match".
 """
 import collections
-import dataclasses
-from typing import Counter, Set
+from typing import Set
 
 import tvm
 from tvm import relay
 from tvm.relay.dataflow_pattern import AltPattern, CallPattern, ExprPattern
 
-
-@dataclasses.dataclass
-class OffloadReport:
-    target: str
-    functions: int = 0
-    offloaded: Counter = dataclasses.field(default_factory=collections.Counter)
-    on_cpu: Counter = dataclasses.field(default_factory=collections.Counter)
-    not_offloaded: Counter = dataclasses.field(default_factory=collections.Counter)  # (op, reason) -> n
-    raised: Counter = dataclasses.field(default_factory=collections.Counter)  # (op, what raised) -> n
-
-    def lines(self):
-        def counts(counter):
-            return ", ".join(f"{op} x{n}" for op, n in counter.most_common()) or "none"
-
-        yield f"[{self.target}] offloaded: {counts(self.offloaded)} in {self.functions} functions"
-        yield f"[{self.target}] on the CPU: {counts(self.on_cpu)}"
-        if self.not_offloaded:
-            reasons = "; ".join(f"{op}: {why} x{n}" for (op, why), n in self.not_offloaded.most_common())
-            yield f"[{self.target}] not offloaded: {reasons}"
-        if self.raised:
-            checks = "; ".join(f"{op}: {why} x{n}" for (op, why), n in self.raised.most_common())
-            yield f"[{self.target}] pattern checks that raised (taken as no match): {checks}"
-
-    def __str__(self):
-        return "\n".join(self.lines())
+from tvm_extension.api.offload_report import OffloadReport
 
 
 def pattern_ops(backend) -> Set[str]:
