@@ -3,7 +3,8 @@
 ``FuseOpsByPattern`` groups each match into a function marked ``Composite="<target>.<pattern>"``;
 each call of such a function becomes a ``call_tir`` of a PrimFunc whose body is the backend's
 ``kernel_call`` (a ``call_extern`` of its C function, linked in by ``build``), its status checked:
-a non-zero status fails the inference instead of returning wrong numbers.  A backend whose kernel
+a non-zero status fails the inference instead of returning wrong numbers; or a whole program of
+calls the backend builds and checks itself (Strawberry's DMA transfers and engine calls).  A backend whose kernel
 reads a constant in another form (weights in its own layout, say) says so in ``pack_constants``:
 the constant is repacked here, once, at compile time.  A fused function serves every call of its
 form: the call's own constants (scales, zero points) come with it, to ``pack_constants`` and in
@@ -78,6 +79,8 @@ class _Lower(relax.PyExprMutator):
         def body(ins, outs):
             match = Match(pattern, ops, dict(zip(func.params, ins)), outs[0], func, constants)
             call = self.backend.kernel_call(match, self.attrs)
+            if isinstance(call, tirx.Stmt):  # a whole program (DMA transfers, engine calls), checked by the backend
+                return call
             # A call that needs scratch memory comes with the buffers to allocate for it: (status, buffers).
             status, scratch = call if isinstance(call, tuple) else (call, [])
             failed = tvm.ir.StringImm(f"{self.backend.TARGET}: the kernel refused {pattern} (a non-zero status)")

@@ -17,17 +17,12 @@ from tvm_extension.kit.conv_patterns import (  # noqa: F401  (the patterns the b
 )
 from tvm_extension.kit.describe import describe_pass
 from tvm_extension.kit.layout import fold_weights_pass, pack_weights_pass
-from tvm_extension.kit.limits import c_limits
 from tvm_extension.uma import config_of, lift_constants_pass
 
-from .codegen import KIT_DIR
 from .passes import ATTR
-from .target import NAME as TARGET
+from .target import MAX_KERNEL_SIZE, MAX_TAPS, NAME as TARGET
 from .tiling import Config, Layer, Unfit, plan_layer
 
-# The engine's window buffer (Vanilla's max_kernel_size default): 49 taps in any shape.
-MAX_KERNEL_SIZE = 7
-MAX_TAPS = c_limits(KIT_DIR / "kit_conv_f32.h", "KIT_CONV_F32_")["MAX_TAPS"]  # its depthwise buffer
 
 
 def hard_activation_reason(clip) -> Optional[str]:

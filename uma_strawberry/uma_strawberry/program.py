@@ -15,14 +15,21 @@ so the generated C passes plain integer scratchpad addresses (partition base + 4
 the C API's packing functions (``strawberry_dma_in_call``...: TIR cannot build the entries'
 structs; strawberry.h fills them).  Every call's status is checked: a non-zero status stops
 the inference.
+
+The Relax engine (apache-tvm, whose TIR is ``tvm.tirx``, without TVM 0.16's memory scopes) builds
+the same program with ``placed=True``: each partition's buffers laid out one after the other here
+(``Placed``), and each status checked by an assertion (``relax_patterns.py``).
 """
+from __future__ import annotations  # the annotations name tvm.tir's types, which tvm.tirx names otherwise
+
 from typing import Callable, Dict, Optional
 
 import tvm
-from tvm import tir
 
-from tvm_extension.kit.scopes import scratchpad_scope
-from tvm_extension.kit.calls import status_checked
+try:  # hhb-tvm: the Relay engine
+    from tvm import tir
+except ImportError:  # apache-tvm: the Relax engine
+    from tvm import tirx as tir
 
 from .tiling import WORD, Config, Layer, Plan, tile_words
 
@@ -33,6 +40,8 @@ ACC_ADD, ACC_PARTIAL = 1, 2  # STRAWBERRY_ACC_*: an input-channel chunk's sums a
 
 def scope(part: str, config: Config) -> str:
     """The memory scope of a partition of this size (for TVM's StorageRewrite)."""
+    from tvm_extension.kit.scopes import scratchpad_scope  # pylint: disable=import-outside-toplevel
+
     return scratchpad_scope(f"strawberry_{part}", getattr(config, f"{part}_bytes"))
 
 
@@ -54,6 +63,24 @@ class Scratch:
         return tir.Allocate(self.var, "float32", [self.words], tir.const(True, "bool"), body)
 
 
+class Placed:
+    """One scratchpad buffer of ``words`` float32 at the next free offset of its partition
+    (``free``: words used so far, by partition), for the Relax engine."""
+
+    def __init__(self, name: str, part: str, words: int, config: Config, free: Dict[str, int]):
+        self.words, self.offset = words, free.get(part, 0)
+        self.base = config.bases[part]
+        free[part] = self.offset + words
+        if free[part] * WORD > getattr(config, f"{part}_bytes"):
+            raise ValueError(f"{name}: {free[part] * WORD} bytes do not fit the {part} partition")
+
+    def addr(self, mask: int, words=0) -> tir.PrimExpr:
+        return self.base + (self.offset + words) * WORD
+
+    def allocate(self, body: tir.Stmt) -> tir.Stmt:
+        return body  # the scratchpad is the device's, addressed by the integers above
+
+
 def fmap_box(layout: str, dims, start, n):
     """(ext, strides, start, n) of a channels x rows x columns box of a feature map, in the
     DMA's dimension order (NCHW: c, h, w; NHWC: h, w, c)."""
@@ -67,18 +94,27 @@ def vector_box(length: int, first, count):
     return (1, 1, length), (0, 0, 1), (0, 0, first), (1, 1, count)
 
 
-def _extern(name: str, *args) -> tir.Stmt:
-    return status_checked(tir.call_extern("int32", name, *args), "status")
+def status_checked(call: tir.PrimExpr) -> tir.Stmt:
+    """The AOT executor's check (Relay engine): the function returns a non-zero status."""
+    from tvm_extension.kit.calls import status_checked as checked  # pylint: disable=import-outside-toplevel
+
+    return checked(call, "status")
 
 
-def dma_in(scratch: Scratch, host: tir.Var, box, words=0) -> tir.Stmt:
+def status_asserted(call: tir.PrimExpr) -> tir.Stmt:
+    """The Relax VM's check: a failed assertion stops the inference with this message."""
+    message = tvm.ir.StringImm(f"strawberry: {call.args[0].value} refused its arguments (a non-zero status)")
+    return tir.AssertStmt(call == 0, tvm.ir.StringImm("RuntimeError"), [message])
+
+
+def dma_in(extern, scratch: Scratch, host: tir.Var, box, words=0) -> tir.Stmt:
     ext, strides, start, n = box
-    return _extern("strawberry_dma_in_call", scratch.addr(WRITE, words), host, *ext, *strides, *start, *n)
+    return extern("strawberry_dma_in_call", scratch.addr(WRITE, words), host, *ext, *strides, *start, *n)
 
 
-def dma_out(host: tir.Var, scratch: Scratch, box) -> tir.Stmt:
+def dma_out(extern, host: tir.Var, scratch: Scratch, box) -> tir.Stmt:
     ext, strides, start, n = box
-    return _extern("strawberry_dma_out_call", host, scratch.addr(READ), *ext, *strides, *start, *n)
+    return extern("strawberry_dma_out_call", host, scratch.addr(READ), *ext, *strides, *start, *n)
 
 
 def _seq(*stmts) -> tir.Stmt:
@@ -86,6 +122,12 @@ def _seq(*stmts) -> tir.Stmt:
     if not stmts:
         return None
     return stmts[0] if len(stmts) == 1 else tir.SeqStmt(stmts)
+
+
+def _let(var: tir.Var, value: tir.PrimExpr, body: tir.Stmt) -> tir.Stmt:
+    if hasattr(tir, "Bind"):  # apache-tvm's TIR binds a variable for the statements after it
+        return tir.SeqStmt([tir.Bind(var, value), body])
+    return tir.LetStmt(var, value, body)
 
 
 def _tiles(name: str, count: int, size: int, extent: int,
@@ -99,7 +141,7 @@ def _tiles(name: str, count: int, size: int, extent: int,
         inner = body(index, first, tir.const(size, "int32"))
     else:
         length = tir.Var(name, "int32")
-        inner = tir.LetStmt(length, tir.min(tir.const(size, "int32"), extent - first), body(index, first, length))
+        inner = _let(length, tir.min(tir.const(size, "int32"), extent - first), body(index, first, length))
     return tir.For(index, 0, count, tir.ForKind.SERIAL, inner)
 
 
@@ -107,25 +149,33 @@ def _flag(condition: tir.PrimExpr, value: int) -> tir.PrimExpr:
     return tir.Cast("int32", condition) * value
 
 
-def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir.Var]], lo: float, hi: float) -> tir.Stmt:
+def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir.Var]], lo: float, hi: float,
+          placed: bool = False) -> tir.Stmt:
     """The body of an offloaded function computing ``layer`` as ``plan`` splits it.
 
     ``host``: the data pointers of the function's tensors by role (ifmap, weights, bias,
     residual, slope, ofmap; None when absent).  Weights are packed [oc][ic|1][kh][kw].
     A resident tensor split into input-channel chunks holds chunk j at j times a full chunk.
+    ``placed``: for the Relax engine (module docstring).
     """
     tc, th, tw, ti, n_it = plan.channels, plan.rows, plan.cols, plan.in_channels, plan.in_tiles
     dense, taps = not layer.depthwise, layer.taps
     ifmap_words, weights_words, _ = tile_words(layer, th, tw, tc, ti, plan.weights_resident,
                                                          plan.ifmap_resident)
+    free = {}
+    buffer = (lambda *a: Placed(*a, free)) if placed else Scratch
+    # Relax links to the library: the header's inline calls under their linked names (strawberry_linked.c).
+    check = status_asserted if placed else status_checked
+    linked = "_linked" if placed else ""
+    _extern = lambda name, *args: check(tir.call_extern("int32", name + linked, *args))
     spad = {
-        "ifmap": Scratch("ifmap_spad", "ifmap", ifmap_words, config),
-        "weights": Scratch("weights_spad", "weights", weights_words - tc * layer.extras, config),
-        "ofmap": Scratch("ofmap_spad", "ofmap", tc * th * tw, config),
+        "ifmap": buffer("ifmap_spad", "ifmap", ifmap_words, config),
+        "weights": buffer("weights_spad", "weights", weights_words - tc * layer.extras, config),
+        "ofmap": buffer("ofmap_spad", "ofmap", tc * th * tw, config),
     }
     for role, part, words in (("bias", "weights", tc), ("slope", "weights", tc), ("residual", "ofmap", tc * th * tw)):
         if host.get(role) is not None:
-            spad[role] = Scratch(f"{role}_spad", part, words, config)
+            spad[role] = buffer(f"{role}_spad", part, words, config)
     in_tile_words = ti * layer.in_rows(th) * layer.in_cols(tw)  # a full input chunk
 
     def load_weights(c0, nc, i0, ni, words):
@@ -133,17 +183,17 @@ def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir
             box = ((layer.oc, layer.ic, taps), (layer.ic * taps, taps, 1), (c0, i0, 0), (nc, ni, taps))
         else:
             box = ((layer.oc, 1, taps), (taps, 0, 1), (c0, 0, 0), (nc, 1, taps))
-        return dma_in(spad["weights"], host["weights"], box, words)
+        return dma_in(_extern, spad["weights"], host["weights"], box, words)
 
     def load_extras(c0, nc):
-        return _seq(*[dma_in(spad[role], host[role], vector_box(layer.oc, c0, nc)) for role in ("bias", "slope")
+        return _seq(*[dma_in(_extern, spad[role], host[role], vector_box(layer.oc, c0, nc)) for role in ("bias", "slope")
                       if role in spad])
 
     def load_ifmap(c0, nc, y0, nr, x0, nx, words):
         box = fmap_box(layer.layout, (layer.ic, layer.ih, layer.iw),
                        (c0, y0 * layer.stride_h - layer.pad_top, x0 * layer.stride_w - layer.pad_left),
                        (nc, layer.in_rows(nr), layer.in_cols(nx)))
-        return dma_in(spad["ifmap"], host["ifmap"], box, words)
+        return dma_in(_extern, spad["ifmap"], host["ifmap"], box, words)
 
     in_chunks = lambda body: _tiles("in", n_it, ti, layer.ic, body)  # body(j, first, count); j = 0 for one chunk
 
@@ -176,10 +226,10 @@ def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir
                         accumulate))
 
         return _seq(
-            dma_in(spad["residual"], host["residual"], out_box) if "residual" in spad else None,
+            dma_in(_extern, spad["residual"], host["residual"], out_box) if "residual" in spad else None,
             None if plan.weights_resident else load_extras(c0, nc),
             in_chunks(chunk),
-            dma_out(host["ofmap"], spad["ofmap"], out_box))
+            dma_out(_extern, host["ofmap"], spad["ofmap"], out_box))
 
     def spatial_tiles(body):
         return _tiles("rows", plan.row_tiles, th, layer.oh, lambda _, y0, nr: _tiles(

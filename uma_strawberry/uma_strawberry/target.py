@@ -6,7 +6,7 @@ them.
 """
 from tvm_extension.kit.limits import INT32_MAX, c_limits
 
-from .codegen import KERNEL_DIR
+from .codegen import KERNEL_DIR, KIT_DIR
 
 NAME = "strawberry"
 
@@ -20,6 +20,11 @@ ATTRIBUTES = {
     "dma_setup_cycles": 32,
     "macs_per_cycle": 64,
 }
+
+# The kit's conv engine computes the layers: a window of at most 7 x 7 taps (Vanilla's
+# max_kernel_size default), its depthwise buffer's taps in any shape.
+MAX_KERNEL_SIZE = 7
+MAX_TAPS = c_limits(KIT_DIR / "kit_conv_f32.h", "KIT_CONV_F32_")["MAX_TAPS"]
 
 MIN_SPAD_BYTES = 64  # smaller scratchpads hold no useful tile
 MAX_SPAD_BYTES = c_limits(KERNEL_DIR / "strawberry.h", "STRAWBERRY_")["MAX_SPAD_BYTES"]  # the model's largest

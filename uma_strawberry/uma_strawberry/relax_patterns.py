@@ -1,0 +1,99 @@
+"""Strawberry for the Relax engine (apache-tvm 0.27: ``tvm-extension compile --target strawberry``).
+
+The same layers as on the Relay engine (Vanilla's patterns: ``conv2d -> [add(bias)] ->
+[add(residual)] -> [relu|clip|prelu]``, NCHW or NHWC, dense or depthwise, a window of at most
+7 x 7 taps), the same tiling (``tiling.plan_layer``) and the same program of DMA transfers and
+engine calls (``program.build``), built with apache-tvm's TIR; only the scratchpad buffers are
+placed by the program itself (``placed=True``), as this TVM has no memory scopes to place them.
+This module imports nothing of Relay.
+"""
+from typing import Optional
+
+from tvm import relax
+
+from tvm_extension.relax.backends import UserError
+from tvm_extension.relax.patterns import (
+    clamp_bounds, conv2d_patterns, conv2d_problem, conv_geometry, is_depthwise, per_channel_slope, split,
+    stage_problem, to_oihw,
+)
+
+from . import program
+from .codegen import gen_includes  # noqa: F401  (its C library, as for Relay)
+from .target import ATTR_RANGES as TARGET_ATTR_RANGES, ATTRIBUTES as TARGET_ATTRS, NAME as TARGET  # noqa: F401
+from .target import MAX_KERNEL_SIZE, MAX_TAPS
+from .tiling import Config, ConfigError, Layer, Unfit, plan_layer
+
+
+def _config(attrs) -> Config:
+    try:
+        return Config.from_attrs(attrs)
+    except ConfigError as err:
+        raise UserError(str(err)) from None
+
+
+def _layer(parts) -> Layer:
+    conv, g = parts.conv, conv_geometry(parts.conv)
+    slope = parts.activation is not None and parts.activation.op.name == "relax.nn.prelu"
+    return Layer(layout=str(conv.attrs.data_layout).lower(), depthwise=is_depthwise(conv), ic=g["ic"], ih=g["ih"],
+                 iw=g["iw"], oc=g["oc"], oh=g["oh"], ow=g["ow"], kh=g["kh"], kw=g["kw"], stride_h=g["stride_h"],
+                 stride_w=g["stride_w"], pad_top=g["pad_top"], pad_left=g["pad_left"], bias=parts.bias is not None,
+                 residual=parts.residual is not None, slope=slope)
+
+
+def _problem(parts, attrs) -> Optional[str]:
+    reason = conv2d_problem(parts.conv, MAX_KERNEL_SIZE, nhwc=True, max_taps=MAX_TAPS) or stage_problem(parts)
+    if reason is not None:
+        return reason
+    config = _config(attrs)
+    try:
+        plan_layer(_layer(parts), config)
+    except Unfit as unfit:
+        return f"too large for the scratchpad at any split ({unfit}; scratchpad_bytes {config.spad_bytes})"
+    return None
+
+
+def why_not_offloaded(conv, attrs) -> Optional[str]:
+    """Why Strawberry does not compute this ``relax.nn.conv2d`` (the conv alone), else None."""
+    return _problem(split(conv, {}), attrs)
+
+
+def patterns(attrs):
+    _config(attrs)  # a bad combination of attributes: one line before anything runs
+    return conv2d_patterns(TARGET, lambda parts: _problem(parts, attrs) is None)
+
+
+def _parts(func):
+    return split(func.body.body, relax.analysis.get_var2val(func))
+
+
+def pack_constants(func, _constants=None) -> dict:
+    """The engine reads weights as [oc][ic|1][kh][kw] whatever the feature maps' layout, and one
+    PReLU slope per channel."""
+    parts = _parts(func)
+    conv = parts.conv
+    packs = {conv.args[1]: lambda weights: to_oihw(weights, conv.attrs.kernel_layout)}
+    if parts.activation is not None and parts.activation.op.name == "relax.nn.prelu":
+        packs[parts.activation.args[1]] = lambda alpha: per_channel_slope(alpha, conv, parts.flattened)
+    return packs
+
+
+def kernel_call(match, attrs):
+    """The layer's program: its tiles' DMA transfers and engine calls, every status asserted."""
+    parts = _parts(match.func)
+    layer, config = _layer(parts), _config(attrs)
+    slope = parts.activation.args[1] if layer.slope else None
+    host = {role: match.buffer(expr).data if expr is not None else None for role, expr in (
+        ("ifmap", parts.conv.args[0]), ("weights", parts.conv.args[1]), ("bias", parts.bias),
+        ("residual", parts.residual), ("slope", slope))}
+    host["ofmap"] = match.result.data
+    lo, hi = clamp_bounds(parts.activation)
+    return program.build(layer, plan_layer(layer, config), config, host, lo, hi, placed=True)
+
+
+def register():
+    """The ``tvm.backends`` entry point (pyproject.toml): apache-tvm calls it at ``import tvm``."""
+    import sys  # pylint: disable=import-outside-toplevel
+
+    from tvm_extension.relax.backends import register as register_backend  # pylint: disable=import-outside-toplevel
+
+    register_backend(sys.modules[__name__])
