@@ -4,7 +4,9 @@ for a tile) on an int8 QDQ conv; every point checked against TVM's CPU build, it
 a sweep interrupted halfway computes only the rest when run again, and the same plan again
 computes nothing; bad plans end in one line before anything runs."""
 import csv
+import hashlib
 import signal
+import tarfile
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ from tvm_extension import sweep
 from tvm_extension.mlf import build
 from tvm_extension.sweep import cache as sweep_cache
 from tvm_extension.sweep import engine, plots
+from tvm_extension.sweep import point as sweep_point
 from tvm_extension.sweep.__main__ import main as sweep_main
 from tvm_extension.sweep.grid import GridError, values
 from tvm_extension.testing import assert_one_line_error, onnx_reference, qdq_model, run_tvmc
@@ -118,6 +121,27 @@ def test_counters_equal_a_direct_compile(sweeps, tmp_path, monkeypatch):
         {k: v for k, v in point.items() if k.startswith("c_")}
     got = list(outputs.values())[0]
     assert float(np.max(np.abs(got - expected[0]))) == pytest.approx(point["max_error"])
+
+
+def _files(mlf):
+    with tarfile.open(mlf) as archive:
+        return {m.name: hashlib.sha256(archive.extractfile(m).read()).hexdigest() for m in archive if m.isfile()}
+
+
+def test_points_compiled_in_one_process_equal_separate_compiles(tmp_path, monkeypatch):
+    """A worker compiles its points in its own process, one after another: each MLF holds exactly
+    the files of a separate ``tvmc compile`` of the same point (nothing of an earlier point, its
+    backend or attributes, leaks into a later one)."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")  # the MLF's export time
+    runs = [("strawberry", "scratchpad_bytes=16384"), ("chocolate", "tile_m=4"), ("strawberry", "scratchpad_bytes=32768")]
+    for i, (backend, attr) in enumerate(runs):
+        args = ["compile", "--target", backend, f"--target-{backend}-{attr}", CNN, "-f", "mlf", "-o"]
+        code, stdout, stderr = sweep_point._tvmc([*args, str(tmp_path / f"in{i}.tar")], tmp_path)
+        assert code == 0, stderr
+        done = run_tvmc(*args, tmp_path / f"direct{i}.tar")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert _files(tmp_path / f"in{i}.tar") == _files(tmp_path / f"direct{i}.tar")
+        assert f"[{backend}] offloaded: " in stdout and stdout.splitlines()[-3:] == done.stdout.splitlines()[-3:]
 
 
 def test_outputs_written(sweeps):

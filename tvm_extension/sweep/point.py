@@ -1,7 +1,8 @@
-"""One point of a sweep, in its own working folder: compile with TVM's own tvmc (a subprocess,
-as a user runs it), build and run the MLF on the host with the hardware model's counters on,
-compare with the model's CPU build, and return a flat record.  Also the reference itself:
-the same inputs through TVM's CPU build (llvm), once per model."""
+"""One point of a sweep, in its own working folder: compile with TVM's own tvmc (its command
+line, run in the worker's process), build and run the MLF on the host with the hardware model's
+counters on, compare with the model's CPU build, and return a flat record.  Also the reference
+itself: the same inputs through TVM's CPU build (llvm), once per model."""
+import io
 import json
 import os
 import re
@@ -148,6 +149,46 @@ def _on_board(mlf: Path, work: Path, board: str, inputs, host_outputs) -> dict:
             "board_error": None if same else "the board's outputs differ from the host run's"}
 
 
+_FD_STREAMS = []  # text streams on file descriptors 1 and 2 themselves, made once per process
+
+
+def _tvmc(argv, cwd: Path):
+    """``tvmc ARGV`` in this process: (exit code, stdout, stderr), captured at the file descriptors
+    (TVM's C++ logs too).  A worker imports TVM and loads the extension once, not once per point
+    (1.3 to 2 s of a point); the MLF is byte for byte a separate ``tvmc compile``'s, since the
+    target's attributes are parsed per compile (tests/test_sweep.py compares them)."""
+    from tvm.driver.tvmc.main import _main  # pylint: disable=import-outside-toplevel
+
+    if not _FD_STREAMS:  # Python's own streams may write elsewhere (pytest's capture); these follow dup2
+        _FD_STREAMS.extend(io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), line_buffering=True) for fd in (1, 2))
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        streams, saved, here = (sys.stdout, sys.stderr), (os.dup(1), os.dup(2)), os.getcwd()
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        sys.stdout, sys.stderr = _FD_STREAMS
+        os.chdir(cwd)
+        try:
+            code = _main(argv)
+        except SystemExit as exit_:  # argparse's usage errors
+            code = exit_.code
+        except Exception as error:  # pylint: disable=broad-except  # what a traceback's last line says
+            print(f"{type(error).__name__}: {error}", file=sys.stderr)
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sys.stdout, sys.stderr = streams
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+            os.chdir(here)
+        out.seek(0)
+        err.seek(0)
+        return code, out.read(), err.read()
+
+
 def run_point(point: Point, inputs, expected, work_root: Optional[str] = None, keep: bool = False) -> dict:
     """The record of one point; a failure becomes ``error`` (its one line), never an exception."""
     from tvm_extension.mlf import build  # pylint: disable=import-outside-toplevel
@@ -159,15 +200,15 @@ def run_point(point: Point, inputs, expected, work_root: Optional[str] = None, k
     stage = "compile"
     try:
         mlf = work / "model.tar"
-        command = [sys.executable, "-m", "tvm.driver.tvmc", "compile", "--target", point.backend,
-                   *point.attr_options(), str(point.model.path), "-f", "mlf", "-o", str(mlf), "-v"]
+        command = ["compile", "--target", point.backend, *point.attr_options(), str(point.model.path),
+                   "-f", "mlf", "-o", str(mlf), "-v"]
         if point.model.input_shapes:
             command += ["--input-shapes", point.model.input_shapes]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=work)
+        code, stdout, stderr = _tvmc(command, work)
         record["compile_seconds"] = round(time.time() - started, 3)
-        log = done.stdout + done.stderr
-        if done.returncode != 0:
-            raise RuntimeError(_one_line(done.stderr or done.stdout))
+        log = stdout + stderr
+        if code != 0:
+            raise RuntimeError(_one_line(stderr or stdout))
         offload = re.search(rf"\[{point.backend}\] offloaded: (.*)", log)
         record["offloaded"] = offload.group(1) if offload else ""
         record["offloaded_functions"] = int(re.search(r"in (\d+) functions", offload.group(1)).group(1)) \

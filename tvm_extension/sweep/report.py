@@ -1,4 +1,5 @@
 """The one-page Markdown report: what ran, how long, the figures, the table, the failures."""
+import statistics
 from pathlib import Path
 from typing import List
 
@@ -9,6 +10,28 @@ def _number(value) -> str:
     if isinstance(value, float):
         return f"{value:.2f}"
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def _times(records: List[dict]) -> List[str]:
+    """Seconds per point by model and backend (a cached point: what it took when computed): median
+    and max of the whole point, median of its tvmc compile."""
+    groups = {}
+    for r in records:
+        if r.get("seconds"):  # a point whose model had no reference never ran
+            groups.setdefault((r["model"], r["backend"]), []).append(r)
+    if not groups:
+        return []
+    lines = ["## Time per point", "", "The whole point in its task (compile, build, run, compare), and of which "
+             "`tvmc compile`; a cached point's time is the one recorded when it was computed.", "",
+             "| model | backend | points | computed now | median s | max s | median compile s |",
+             "|---|---|---|---|---|---|---|"]
+    for (model, backend), group in groups.items():
+        seconds = [r["seconds"] for r in group]
+        compile_ = [r["compile_seconds"] for r in group if r.get("compile_seconds") is not None]
+        median_compile = f"{statistics.median(compile_):.1f}" if compile_ else ""
+        lines.append(f"| {model} | {backend} | {len(group)} | {sum(not r.get('cached') for r in group)} "
+                     f"| {statistics.median(seconds):.1f} | {max(seconds):.1f} | {median_compile} |")
+    return lines + [""]
 
 
 def write(records: List[dict], figures: List[Path], run: dict, path: Path, drawings: dict = None) -> Path:
@@ -28,6 +51,7 @@ def write(records: List[dict], figures: List[Path], run: dict, path: Path, drawi
         "rate per transfer) plus its compute cycles (MACs / rate), from the attributes; the CPU's share is not "
         "counted. Lower bound: every byte the offloaded layers need, moved once.", "",
     ]
+    lines += _times(records)
     titles = {"dma_vs_scratchpad": "DMA bytes against scratchpad size",
               "utilisation_vs_shape": "Utilisation against core shape",
               "cycles_vs_cost": "Estimated cycles against cost, Pareto front circled"}
