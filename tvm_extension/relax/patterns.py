@@ -6,7 +6,8 @@ frontends emit for a conv layer (a residual needs a bias, as on the Relay engine
 names the parts of a match (in the check and in the fused function alike); ``conv2d_problem`` says
 why the engine does not compute a conv (one phrase, shown in the offload report), ``stage_problem``
 why it does not compute the rest of a match; ``conv_geometry`` and ``clamp_bounds`` give the numbers
-a conv passes to a kernel, ``to_oihw`` and ``per_channel_slope`` the constants it reads.
+a conv passes to a kernel, ``to_oihw`` and ``per_channel_slope`` the constants it reads
+(``oihw_packs``: both, for an engine reading [oc][ic][kh][kw] weights, as the kit's).
 """
 from typing import Callable, NamedTuple, Optional
 
@@ -205,3 +206,26 @@ def conv_geometry(conv) -> dict:
     stride_h, stride_w = _ints(attrs.strides)
     return dict(oc=out["C"], ic=size["C"], ih=size["H"], iw=size["W"], kh=weight["H"], kw=weight["W"], oh=out["H"],
                 ow=out["W"], stride_h=stride_h, stride_w=stride_w, pad_top=pad_top, pad_left=pad_left)
+
+
+def split_fused(func: relax.Function) -> Parts:
+    """``split`` of a function ``FuseOpsByPattern`` made of a match."""
+    return split(func.body.body, relax.analysis.get_var2val(func))
+
+
+def prelu_slope(parts: Parts) -> Optional[relax.Expr]:
+    """The match's PReLU slope operand, if its activation is a PReLU."""
+    activation = parts.activation
+    return activation.args[1] if activation is not None and activation.op.name == PRELU else None
+
+
+def oihw_packs(func: relax.Function) -> dict:
+    """For an engine that reads weights as [oc][ic][kh][kw] whatever the feature maps' layout, and
+    one PReLU slope per channel (the kit's conv engine): {parameter of the match: how its constant
+    is repacked}, a backend's ``pack_constants``."""
+    parts = split_fused(func)
+    conv = parts.conv
+    packs = {conv.args[1]: lambda weights: to_oihw(weights, conv.attrs.kernel_layout)}
+    if prelu_slope(parts) is not None:
+        packs[prelu_slope(parts)] = lambda alpha: per_channel_slope(alpha, conv, parts.flattened)
+    return packs

@@ -9,12 +9,10 @@ This module imports nothing of Relay.
 """
 from typing import Optional
 
-from tvm import relax
-
 from tvm_extension.relax.backends import UserError
 from tvm_extension.relax.patterns import (
-    clamp_bounds, conv2d_patterns, conv2d_problem, conv_geometry, is_depthwise, per_channel_slope, split,
-    stage_problem, to_oihw,
+    clamp_bounds, conv2d_patterns, conv2d_problem, conv_geometry, is_depthwise, oihw_packs, prelu_slope, split,
+    split_fused, stage_problem,
 )
 
 from . import program
@@ -33,7 +31,7 @@ def _config(attrs) -> Config:
 
 def _layer(parts) -> Layer:
     conv, g = parts.conv, conv_geometry(parts.conv)
-    slope = parts.activation is not None and parts.activation.op.name == "relax.nn.prelu"
+    slope = prelu_slope(parts) is not None
     return Layer(layout=str(conv.attrs.data_layout).lower(), depthwise=is_depthwise(conv), ic=g["ic"], ih=g["ih"],
                  iw=g["iw"], oc=g["oc"], oh=g["oh"], ow=g["ow"], kh=g["kh"], kw=g["kw"], stride_h=g["stride_h"],
                  stride_w=g["stride_w"], pad_top=g["pad_top"], pad_left=g["pad_left"], bias=parts.bias is not None,
@@ -62,26 +60,17 @@ def patterns(attrs):
     return conv2d_patterns(TARGET, lambda parts: _problem(parts, attrs) is None)
 
 
-def _parts(func):
-    return split(func.body.body, relax.analysis.get_var2val(func))
-
-
 def pack_constants(func, _constants=None) -> dict:
     """The engine reads weights as [oc][ic|1][kh][kw] whatever the feature maps' layout, and one
-    PReLU slope per channel."""
-    parts = _parts(func)
-    conv = parts.conv
-    packs = {conv.args[1]: lambda weights: to_oihw(weights, conv.attrs.kernel_layout)}
-    if parts.activation is not None and parts.activation.op.name == "relax.nn.prelu":
-        packs[parts.activation.args[1]] = lambda alpha: per_channel_slope(alpha, conv, parts.flattened)
-    return packs
+    PReLU slope per channel (the kit's conv engine: ``oihw_packs``)."""
+    return oihw_packs(func)
 
 
 def kernel_call(match, attrs):
     """The layer's program: its tiles' DMA transfers and engine calls, every status asserted."""
-    parts = _parts(match.func)
+    parts = split_fused(match.func)
     layer, config = _layer(parts), _config(attrs)
-    slope = parts.activation.args[1] if layer.slope else None
+    slope = prelu_slope(parts)
     host = {role: match.buffer(expr).data if expr is not None else None for role, expr in (
         ("ifmap", parts.conv.args[0]), ("weights", parts.conv.args[1]), ("bias", parts.bias),
         ("residual", parts.residual), ("slope", slope))}

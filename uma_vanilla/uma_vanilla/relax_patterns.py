@@ -11,11 +11,11 @@ most ``max_kernel_size`` squared taps (depthwise: VANILLA_MAX_TAPS), any stride 
 """
 from typing import Optional
 
-from tvm import relax, tirx
+from tvm import tirx
 
 from tvm_extension.relax.patterns import (
-    clamp_bounds, conv2d_patterns, conv2d_problem, conv_geometry, is_depthwise, per_channel_slope, split,
-    stage_problem, to_oihw,
+    clamp_bounds, conv2d_patterns, conv2d_problem, conv_geometry, is_depthwise, oihw_packs, prelu_slope, split_fused,
+    stage_problem,
 )
 
 from .codegen import KERNEL_DIR, gen_includes  # noqa: F401  (its C library, as for Relay)
@@ -37,30 +37,21 @@ def patterns(attrs):
                            and stage_problem(parts) is None)
 
 
-def _parts(func):
-    return split(func.body.body, relax.analysis.get_var2val(func))
-
-
 def pack_constants(func, _constants=None) -> dict:
     """Vanilla reads weights as [oc][ic][kh][kw] whatever the feature maps' layout, and one PReLU
-    slope per channel: {parameter of the match: how its constant is repacked}."""
-    parts = _parts(func)
-    conv = parts.conv
-    packs = {conv.args[1]: lambda weights: to_oihw(weights, conv.attrs.kernel_layout)}
-    if parts.activation is not None and parts.activation.op.name == "relax.nn.prelu":
-        packs[parts.activation.args[1]] = lambda alpha: per_channel_slope(alpha, conv, parts.flattened)
-    return packs
+    slope per channel (the kit's conv engine: ``oihw_packs``)."""
+    return oihw_packs(func)
 
 
 def kernel_call(match, attrs):
     """The flat call of vanilla_accelerator.h for the match's layout and kind (dense or depthwise) on
     its buffers: (its status, the scratch buffer to allocate for it, sized as the C sizes it)."""
-    parts = _parts(match.func)
+    parts = split_fused(match.func)
     conv, g = parts.conv, conv_geometry(parts.conv)
     depthwise, layout = is_depthwise(conv), conv.attrs.data_layout.lower()
     null = tirx.reinterpret("handle", tirx.const(0, "uint64"))  # a left-out tensor
     operand = lambda expr: null if expr is None else match.buffer(expr).data
-    slope = parts.activation.args[1] if parts.activation is not None and parts.activation.op.name == "relax.nn.prelu" else None
+    slope = prelu_slope(parts)
     lo, hi = clamp_bounds(parts.activation)
     nbytes = buffer_size(depthwise, layout, g)
     scratch = tirx.decl_buffer((max(nbytes, 1),), "int8", "vanilla_scratch")
