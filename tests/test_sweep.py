@@ -162,6 +162,12 @@ def test_outputs_written(sweeps):
     cached = sum(r["cached"] for r in second)
     assert f"6 points (2 models, 2 backends): {6 - cached} computed, {cached} from the cache, 2 failed" in report
     assert "![cycles_vs_cost](figures/cycles_vs_cost.png)" in report
+    section = report.split("## Time per point")[1].split("\n## ")[0]
+    times = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in section.splitlines() if line.startswith("| ")}
+    for model, backend, points in (("cnn", "strawberry", "2"), ("qconv", "chocolate", "4")):  # time per point
+        assert times[model][:2] == [backend, points]
+        median, longest = float(times[model][3]), float(times[model][4])
+        assert 0 < median <= longest == round(max(r["seconds"] for r in second if r["model"] == model), 1)
     assert "- qconv on chocolate (scratchpad_bytes=8 tile_m=4): compile: Error: " in report
     for model, backend in (("cnn", "strawberry"), ("qconv", "chocolate")):  # each model's offload drawing
         assert (out / "figures" / f"graph_{model}_{backend}.png").read_bytes()[:4] == b"\x89PNG"
