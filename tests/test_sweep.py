@@ -4,6 +4,7 @@ for a tile) on an int8 QDQ conv; every point checked against TVM's CPU build, it
 a sweep interrupted halfway computes only the rest when run again, and the same plan again
 computes nothing; bad plans end in one line before anything runs."""
 import csv
+import dataclasses
 import hashlib
 import signal
 import tarfile
@@ -305,3 +306,29 @@ def test_a_graph_drawing_says_where_each_operator_runs():
         ("add", "cpu")]
     assert [n.why for n in nodes if n.why] == ["dilation", "kernel 5x5 larger than the window buffer (max_kernel_size 3)"]
     assert [n.inputs for n in nodes] == [[]] + [[i] for i in range(8)]
+
+
+def test_an_edited_backend_is_computed_again(tmp_path, monkeypatch):
+    """The cache key holds a digest of the backend package's sources: editing its C library (or
+    its passes) makes its points new; the same sources find the same points."""
+    from tvm_extension.sweep.grid import Model, Point, known_backends, source_digest
+
+    package = tmp_path / "edited_backend"
+    (package / "c").mkdir(parents=True)
+    (package / "__init__.py").write_text("class Backend:\n    pass\n")
+    kernel = package / "c" / "kernel.c"
+    kernel.write_text("int kernel(void) { return 1; }\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import edited_backend  # pylint: disable=import-error,import-outside-toplevel
+
+    before = source_digest(edited_backend.Backend())
+    assert before == source_digest(edited_backend.Backend())
+    kernel.write_text("int kernel(void) { return 2; }\n")
+    after = source_digest(edited_backend.Backend())
+    assert before and after and before != after
+    cache = sweep_cache.Cache(tmp_path / "cache", version="v")
+    point = Point(Model("cnn", MODELS / "cnn.onnx", "0" * 64, None), "edited", (("size", 1),), None, before)
+    cache.put(point, {"dma_bytes": 1})
+    assert cache.get(point) == {"dma_bytes": 1}
+    assert cache.get(dataclasses.replace(point, backend_code=after)) is None
+    assert all(source_digest(b) for b in known_backends().values()), "every installed backend has sources"

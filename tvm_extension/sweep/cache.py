@@ -1,5 +1,5 @@
 """Finished points on disk, one JSON file each, keyed by what decides their result: the model's
-sha256, the backend, its attributes, this project's version and TVM's.  Written as each point
+sha256, the backend and its sources' digest, its attributes, this project's version and TVM's.  Written as each point
 finishes (a killed sweep resumes where it stopped); a second sweep finds them all."""
 import hashlib
 import json
@@ -34,12 +34,13 @@ class Cache:
 
     def graph_stem(self, point: Point) -> Path:
         """Where the drawing of the point's model partitioned by its backend is kept (no suffix)."""
-        key = _digest(point.model.sha256, point.model.input_shapes, point.backend, point.attrs, self.version)
+        key = _digest(point.model.sha256, point.model.input_shapes, point.backend, point.attrs, self.version,
+                      point.backend_code)
         return self.folder / "graphs" / key
 
     def key(self, point: Point) -> str:
         parts = [point.model.sha256, point.model.input_shapes, point.backend, point.attrs, self.version]
-        return _digest(*parts, *([point.board] if point.board else []))
+        return _digest(*parts, *([point.board] if point.board else []), *([point.backend_code] if point.backend_code else []))
 
     def _write(self, path: Path, write):
         path.parent.mkdir(parents=True, exist_ok=True)

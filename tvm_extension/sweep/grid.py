@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import itertools
 import re
+import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -44,6 +45,7 @@ class Point:
     backend: str
     attrs: Tuple[Tuple[str, object], ...]  # sorted (name, value) pairs
     board: Optional[str] = None  # also built for this emulated Cortex-M board and run in QEMU
+    backend_code: str = ""  # digest of the backend package's sources: an edited backend is recomputed
 
     def attr_options(self) -> List[str]:
         return [f"--target-{self.backend}-{name}={value}" for name, value in self.attrs]
@@ -140,6 +142,18 @@ def _check_board(name) -> None:
         raise GridError(f"board: {err}") from None
 
 
+def source_digest(backend) -> str:
+    """sha256 of the sources (Python, C, headers, templates) of the package defining ``backend``."""
+    module = sys.modules.get(type(backend).__module__)
+    folder = Path(getattr(module, "__file__", "") or ".").parent if module else None
+    if folder is None or not (folder / "__init__.py").exists():
+        return ""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.suffix in (".py", ".c", ".h", ".tmpl") and p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def expand(plan: dict, backends: Optional[Dict[str, object]] = None) -> List[Point]:
     """Every point of the plan, after checking it whole: GridError on the first problem."""
     if not isinstance(plan, dict) or not plan.get("backends"):
@@ -181,5 +195,6 @@ def expand(plan: dict, backends: Optional[Dict[str, object]] = None) -> List[Poi
         for spec in specs:
             key = repr(spec)
             models[key] = models.get(key) or resolve_model(spec)
-            points += [Point(models[key], backend, tuple(combo), board) for combo in combos]
+            code = source_digest(backends[backend])
+            points += [Point(models[key], backend, tuple(combo), board, code) for combo in combos]
     return points

@@ -117,7 +117,11 @@ class Plan:
     * ``stream``: for m, n: for k: load the A and the B tile (nothing reused);
     * ``rows``: for m: the row panel of A (all its depth tiles) stays; for n, k: load B tiles;
     * ``columns``: for n: the column panel of B stays; for m, k: load A tiles;
-    * ``weights``: every B tile loaded once, before the loops; for m: the row panel of A stays.
+    * ``weights``: every B tile loaded once, before the loops; for m: the row panel of A stays;
+    * ``blocks``: for each group of ``n_group`` column panels: its B tiles loaded once and kept;
+      for each band of ``m_group`` row panels: its input rows loaded; for m: the row panel of A
+      stays (gathered on chip); for n in the group, k.  Weights too big to stay whole and an
+      input too big to stay whole: the input is read once per group, each weight once.
 
     Where A tiles come from (``patch``): "" the im2col DMA from the host (each input element
     once per window reading it); "whole": the input rows read, once, into the scratchpad, and
@@ -135,6 +139,8 @@ class Plan:
     patches: Tuple[Tuple[int, int], ...] = ()  # (first input row, rows) of each patch transfer
     host_bytes: int = 0  # host bytes the DMA reads and writes: what the model's counters count
     dma_cycles: int = 0  # the model's cost of every transfer (setup + bytes / rate)
+    m_group: int = 1  # row panels per band (bands) ...
+    n_group: int = 0  # ... and column panels per group of resident weights (order blocks)
 
     @property
     def bases(self) -> Dict[str, int]:
@@ -149,6 +155,8 @@ class Plan:
     def describe(self) -> str:
         source = {"": "im2col DMA", "whole": "the input once, gathered on chip",
                   "bands": f"{len(self.patches)} bands of input rows, gathered on chip"}[self.patch]
+        if self.order.startswith("blocks"):
+            source += f" (bands of {self.m_group} row panels, weights in groups of {self.n_group} column panels)"
         return (f"order {self.order}, A from {source}: {self.a_tiles} A tiles, {self.b_tiles} B tiles, moves "
                 f"{self.host_bytes} host bytes in {self.dma_cycles} DMA cycles; partitions A {self.partitions['a']}, "
                 f"B {self.partitions['b']}, accumulator {self.partitions['acc']}, input {self.partitions['in']} bytes")
@@ -209,7 +217,25 @@ def plans(layer: "ConvLayer", core: Core, dtype: str = "int8") -> List[Plan]:
                                             "in": patch_bytes}, a_moved, b_moved, tile, patch, patches,
                              a_bytes + b_bytes + out_bytes,
                              a_cycles + a_moved * cycles(tm * tk * elem) + b_moved * cycles(tk * tn * elem) + out_cycles))
+    weights_bytes = depth * channels * elem
+    for n_group in _divisors(no):  # blocks: each weight once, the input once per group of columns
+        for m_group in sorted({-(-mo // count) for count in range(1, mo + 1)}):  # each number of bands once
+            patches = tuple(band(layer, m0, tm * m_group) for m0 in range(0, rows, tm * m_group))
+            passes = no // n_group
+            # A's row panel kept across the group's columns, or one A tile gathered per core call
+            # (more gathers on chip, room for more weights and rows)
+            for order, a_held, a_moved in (("blocks", ko, passes * mo * ko), ("blocks_stream", 1, mo * no * ko)):
+                made.append(Plan(order, dtype, {"a": a_held * tile["a"], "b": n_group * ko * tile["b"],
+                                                "acc": tile["acc"], "in": -(-max(r for _, r in patches) * row_bytes // 4) * 4},
+                                 a_moved, no * ko, tile, "bands", patches,
+                                 passes * sum(r for _, r in patches) * row_bytes + weights_bytes + out_bytes,
+                                 passes * sum(cycles(r * row_bytes) for _, r in patches) + a_moved * cycles(tm * tk * elem)
+                                 + no * ko * cycles(tk * tn * elem) + out_cycles, m_group, n_group))
     return made
+
+
+def _divisors(n: int) -> List[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def plan_layer(layer: "ConvLayer", core: Core, dtype: str = "int8") -> Plan:
@@ -356,15 +382,18 @@ def schedule(layer: ConvLayer, core: Core, plan: Plan, tensors, names) -> tir.Pr
     m_tile, m_in = sch.split(m, [None, core.tile_m])
     n_tile, n_in = sch.split(n, [None, core.tile_n])
     k_tile, k_in = sch.split(k, [None, core.tile_k])
+    group = None  # blocks: the loop over groups of column panels, outermost
+    if plan.order.startswith("blocks"):
+        group, n_tile = sch.split(n_tile, [None, plan.n_group])
     outer = (n_tile, m_tile) if plan.order == "columns" else (m_tile, n_tile)
-    sch.reorder(*outer, k_tile, m_in, n_in, k_in)
+    sch.reorder(*([group] if group else []), *outer, k_tile, m_in, n_in, k_in)
     sch.reverse_compute_at(sch.get_block("output"), outer[1])
     for block, part in (("A", "a"), ("B", "b"), ("C", "acc")):
         sch.set_scope(sch.get_block(block), 0, scopes(plan)[part])
     # Where each operand's tiles are loaded: under the depth loop (one tile), under the row or
     # column loop (a panel, reused across the other), or before the loops (all of them).
     at = {"stream": (k_tile, k_tile), "rows": (m_tile, k_tile), "columns": (k_tile, n_tile),
-          "weights": (m_tile, None)}[plan.order]
+          "weights": (m_tile, None), "blocks": (m_tile, group), "blocks_stream": (k_tile, group)}[plan.order]
     for block, loop in zip(("A", "B"), at):
         if loop is not None:
             sch.compute_at(sch.get_block(block), loop)
@@ -380,7 +409,7 @@ def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan, m
     """The A and B tile copies become DMA calls (A: gathers from the input patch, if the plan
     has one), the output stage the core's store, every call's status is checked, and the layer
     begins with chocolate_begin, its configuration (and the whole input's patch); a plan with
-    bands loads each at the top of its row panel's loop (m_var)."""
+    bands loads each at the top of the row panel's loop (m_var), at the band's first panel."""
     host = {}
 
     def patch(first, count):
@@ -416,9 +445,12 @@ def _lower_transfers(body: tir.Stmt, layer: ConvLayer, core: Core, plan: Plan, m
                 stmt.value.op.name == "tir.call_extern" and stmt.value.args[0].value.startswith("chocolate_"):
             return status_checked(stmt.value, "status")
         if isinstance(stmt, tir.For) and stmt.loop_var.same_as(m_var) and plan.patch == "bands":
-            first, count = band(layer, m_var * core.tile_m, core.tile_m, tir.max, tir.min)
+            first, count = band(layer, m_var * core.tile_m, core.tile_m * plan.m_group, tir.max, tir.min)
+            load = patch(first, count)  # at the first row panel of each band
+            if plan.m_group > 1:
+                load = tir.IfThenElse(tir.floormod(m_var, plan.m_group) == 0, load, None)
             return tir.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind,
-                           tir.SeqStmt([patch(first, count), stmt.body]), stmt.thread_binding, stmt.annotations)
+                           tir.SeqStmt([load, stmt.body]), stmt.thread_binding, stmt.annotations)
         return None
 
     def store(stmt):  # the outermost loop of the output stage's nest
