@@ -170,6 +170,11 @@ def test_outputs_written(sweeps):
         median, longest = float(times[model][3]), float(times[model][4])
         assert 0 < median <= longest == round(max(r["seconds"] for r in second if r["model"] == model), 1)
     assert "- qconv on chocolate (scratchpad_bytes=8 tile_m=4): compile: Error: " in report
+    macs = {r["model_macs"] for r in second if r["backend"] == "chocolate" and r.get("model_macs")}
+    assert macs == {10 * 10 * 12 * 9 * 8}  # a 10x10 output, 12 channels, 3x3x8 windows: all on the core
+    never = report.split("## MACs the core never sees")[1].split("\n## ")[0]
+    assert "| qconv | chocolate | 86,400 | 86,400 (100.0 %) | depthwise convs 0 (0.0 %), others 0 (0.0 %) |" in never
+    assert "| cnn |" not in never  # Strawberry does not report it
     for model, backend in (("cnn", "strawberry"), ("qconv", "chocolate")):  # each model's offload drawing
         assert (out / "figures" / f"graph_{model}_{backend}.png").read_bytes()[:4] == b"\x89PNG"
         assert f"![{model} on {backend}](figures/graph_{model}_{backend}.png)" in report

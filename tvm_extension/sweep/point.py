@@ -214,6 +214,10 @@ def run_point(point: Point, inputs, expected, work_root: Optional[str] = None, k
         record["offloaded_functions"] = int(re.search(r"in (\d+) functions", offload.group(1)).group(1)) \
             if offload and "functions" in offload.group(1) else 0
         record["lower_bound_bytes"] = sum(int(b) for b in LOWER_BOUND.findall(log))
+        macs = re.search(rf"\[{point.backend}\] MACs of convs and dense layers: (\d+); on the core (\d+) \([^)]*\); "
+                         r"never on the core: (.*)", log)  # a backend reporting what its core never sees
+        if macs:
+            record.update(model_macs=int(macs.group(1)), core_macs=int(macs.group(2)), never_on_core=macs.group(3).strip())
         stage = "build"
         program = build(mlf, work / "build")
         record["code_bytes"] = _text_bytes(program.executable)

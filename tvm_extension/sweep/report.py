@@ -34,6 +34,24 @@ def _times(records: List[dict]) -> List[str]:
     return lines + [""]
 
 
+def _never_on_core(records: List[dict]) -> List[str]:
+    """Per model and backend, the share of the model's conv and dense MACs its core never computes
+    (the operators its patterns leave on the CPU), as the backend's offload report gives it."""
+    seen = {}
+    for r in records:
+        if r.get("model_macs"):
+            seen.setdefault((r["model"], r["backend"]), r)
+    if not seen:
+        return []
+    lines = ["## MACs the core never sees", "", "The model's conv and dense MACs, those its backend's core computes, "
+             "and those left on the CPU, by kind (from the backend's offload report).", "",
+             "| model | backend | MACs | on the core | never on the core |", "|---|---|---|---|---|"]
+    for (model, backend), r in seen.items():
+        lines.append(f"| {model} | {backend} | {r['model_macs']:,} | {r['core_macs']:,} "
+                     f"({100 * r['core_macs'] / r['model_macs']:.1f} %) | {r['never_on_core']} |")
+    return lines + [""]
+
+
 def write(records: List[dict], figures: List[Path], run: dict, path: Path, drawings: dict = None) -> Path:
     computed = [r for r in records if not r.get("cached")]
     failed = [r for r in records if r.get("error")]
@@ -52,6 +70,7 @@ def write(records: List[dict], figures: List[Path], run: dict, path: Path, drawi
         "counted. Lower bound: every byte the offloaded layers need, moved once.", "",
     ]
     lines += _times(records)
+    lines += _never_on_core(records)
     titles = {"dma_vs_scratchpad": "DMA bytes against scratchpad size",
               "utilisation_vs_shape": "Utilisation against core shape",
               "cycles_vs_cost": "Estimated cycles against cost, Pareto front circled"}

@@ -6,7 +6,8 @@ from typing import List
 
 FIRST = ["model", "backend", "attributes", "matched", "error", "cached", "seconds", "compile_seconds", "dma_bytes",
          "lower_bound_bytes", "dma_transfers", "engine_calls", "macs", "utilisation", "dma_cycles",
-         "compute_cycles", "est_cycles", "est_cycles_overlap", "scratchpad", "macs_per_cycle", "offloaded_functions", "code_bytes",
+         "compute_cycles", "est_cycles", "est_cycles_overlap", "scratchpad", "macs_per_cycle", "offloaded_functions", "model_macs", "core_macs",
+         "never_on_core", "code_bytes",
          "workspace_bytes", "constants_bytes", "max_error", "offloaded", "host", "node", "pid", "key"]
 
 
