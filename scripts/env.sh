@@ -82,7 +82,7 @@ fi
 # register them at import tvm).
 # tests/test_relax_engine.py runs it there.
 RELAX_VENV="${TVM_EXTENSION_RELAX_VENV:-$ROOT/.venv-relax}"
-RELAX_BACKENDS=(uma_vanilla uma_qvanilla)  # the examples with a relax_patterns.py
+RELAX_BACKENDS=(uma_vanilla uma_qvanilla uma_chocolate)  # the examples with a relax_patterns.py
 relax_input() {
   cat "$ROOT/requirements-relax.lock"
   for backend in "${RELAX_BACKENDS[@]}"; do cat "$ROOT/$backend/pyproject.toml"; done

@@ -127,6 +127,7 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
     # that its patterns read the weights and bias as stored, int8 and int32 with their scales; so does
     # --tflite-exact, which then computes the rest in integers.
     early = backend is not None and getattr(backend, "MATCH_BEFORE_FOLDING", False)
+    early = early(mod) if callable(early) else early  # a backend may decide per model (Chocolate: int8 or float)
     made_exact = []
     if early:
         mod, report = lower.offload(mod, backend, attrs)

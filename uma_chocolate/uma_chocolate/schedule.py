@@ -27,12 +27,19 @@ import dataclasses
 from typing import Dict, List, Tuple
 
 import tvm
-from tvm import te, tir
-from tvm.script import tir as T
+from tvm import te
 
 from tvm_extension.kit.scopes import scratchpad_scope
 from tvm_extension.kit.tiling import positions_read
-from tvm_extension.kit.calls import status_checked
+
+try:  # hhb-tvm: the Relay engine schedules the layer here
+    from tvm import tir
+    from tvm.script import tir as T
+
+    from tvm_extension.kit.calls import status_checked
+except ImportError:  # apache-tvm (the Relax engine): only the planner is used; program.py builds the TIR
+    from tvm import tirx as tir
+    from tvm.script import tirx as T
 
 SUFFIX = {"int8": "_s8", "float32": "_f32"}  # the C entries taking host tensors of that type
 CALL = "_call"  # the generated C calls each entry through its packing function (chocolate.h)
@@ -256,7 +263,7 @@ def scopes(plan: Plan) -> Dict[str, str]:
             for part in ("a", "b", "acc")}
 
 
-def _address(plan: Plan, part: str, buffer: tir.Buffer, mask: int) -> tir.PrimExpr:
+def _address(plan: Plan, part: str, buffer: tir.Buffer, mask: int) -> "tir.PrimExpr":
     """Byte address of a scratchpad buffer (its offset in the partition is filled in by TVM)."""
     size = 4 if part == "acc" else OPERAND_BYTES[plan.dtype]
     return plan.bases[part] + buffer.access_ptr(mask, "int32") * size
@@ -365,7 +372,7 @@ def _extern(name: str, *args) -> tir.Stmt:
     return status_checked(tir.call_extern("int32", name, *args), "status")
 
 
-def _tile_region(region: tir.BufferRegion, name: str) -> tir.MatchBufferRegion:
+def _tile_region(region: tir.BufferRegion, name: str) -> "tir.MatchBufferRegion":
     """A buffer matching one tile of a scratchpad buffer, so its offset follows TVM's compaction."""
     buf = region.buffer
     shape = [r.extent for r in region.region]
