@@ -48,7 +48,9 @@ def sweeps(tmp_path_factory):
     points = work / "cache" / "points"
     first = subprocess.Popen([sys.executable, "-m", "tvm_extension.sweep", plan_toml(work / "plan.toml", qdq),
                               "-o", work / "out1", "--cache", work / "cache"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True,
+                             # as in a terminal: a shell's background job (CI run with &) inherits SIGINT ignored
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 600
     while first.poll() is None and time.time() < deadline and not (points.is_dir() and any(points.glob("*.json"))):
         time.sleep(0.1)
