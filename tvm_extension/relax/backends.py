@@ -118,7 +118,7 @@ def find(target: str, paths: Iterable[str] = ()):
     for module in _in_folders(_on_sys_path(), seen):
         if module.TARGET == target:
             return module
-    found = ", ".join(dict.fromkeys(seen)) or "none"
+    found = ", ".join(sorted(set(seen))) or "none"
     raise UserError(f"unknown target '{target}' for the Relax engine (backends with a {MODULE}.py found: {found})")
 
 
