@@ -78,11 +78,11 @@ fi
 # The Relax engine (tvm_extension/relax, docs/relax.md) runs on apache-tvm 0.27, whose package is
 # named tvm like hhb-tvm's: an environment of its own, with this checkout on its path (a .pth: the
 # framework depends on hhb-tvm, so it is not pip-installed there), its command tvm-extension, and
-# the example backends that have a Relax part pip-installed (their "tvm.backends" entry points
+# the example backends pip-installed (their "tvm.backends" entry points
 # register them at import tvm).
 # tests/test_relax_engine.py runs it there.
 RELAX_VENV="${TVM_EXTENSION_RELAX_VENV:-$ROOT/.venv-relax}"
-RELAX_BACKENDS=(uma_vanilla uma_qvanilla uma_chocolate)  # the examples with a relax_patterns.py
+RELAX_BACKENDS=(uma_vanilla uma_qvanilla uma_strawberry uma_chocolate)  # every example has a relax_patterns.py
 relax_input() {
   cat "$ROOT/requirements-relax.lock"
   for backend in "${RELAX_BACKENDS[@]}"; do cat "$ROOT/$backend/pyproject.toml"; done

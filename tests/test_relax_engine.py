@@ -184,7 +184,7 @@ def test_a_scaffolded_backend_compiles_on_both_engines(tmp_path):
     (["--executor", "aot"], "error: --executor aot: the Relax engine builds a shared library for its VM; aot stays on "
                             "the Relay engine"),
     (["--target", "no_such_accelerator"], "error: unknown target 'no_such_accelerator' for the Relax engine "
-                                          "(backends with a relax_patterns.py found: chocolate, qvanilla, vanilla_accelerator)"),
+                                          "(backends with a relax_patterns.py found: chocolate, qvanilla, strawberry, vanilla_accelerator)"),
     (["--target", "vanilla_accelerator", "--target-vanilla_accelerator-max_kernel_size=9"],
      "error: target 'vanilla_accelerator': attribute 'max_kernel_size' must be between 1 and 8, got 9"),
 ])

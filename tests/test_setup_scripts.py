@@ -137,7 +137,7 @@ def test_setup_steps_say_what_they_do_and_run_once(tmp_path):
                               f"setup: setting up the Relax engine's environment {relax_venv} (requirements-relax.lock)"],
                              [f"{pip} -r {root}/requirements.lock", f"python3.10 -m venv {relax_venv}",
                               f"{pip} -r {root}/requirements-relax.lock",
-                              f"{pip} --no-deps -e{root}/uma_vanilla -e{root}/uma_qvanilla -e{root}/uma_chocolate"])
+                              f"{pip} --no-deps -e{root}/uma_vanilla -e{root}/uma_qvanilla -e{root}/uma_strawberry -e{root}/uma_chocolate"])
     assert setup("test") == ([], []) and setup("demo") == ([], [])
     # A changed lock is installed again, and only it.
     with open(root / "requirements-demo.lock", "a") as lock:
