@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_tvmc
-from test_relax_engine import TVM_EXTENSION, call_sites, relax_engine, report_line
+from test_relax_engine import RELAX_PYTHON, TVM_EXTENSION, call_sites, relax_engine, report_line
 from tvm_extension.mlf import build
 from tvm_extension.testing.model_zoo import fetch
 
@@ -68,3 +68,36 @@ def test_attributes_that_do_not_describe_a_chip_are_one_line(tmp_path):
     assert done.returncode == 1 and len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("error: target 'strawberry': ifmap_percent 60 and weights_percent 50"), done.stderr
     assert not (tmp_path / "m.so").exists()
+
+
+# Compiles with every weight transfer left out of the layers' programs (a broken backend).
+COMPILE_WITHOUT_WEIGHTS = """
+import sys
+from tvm import tirx
+from uma_strawberry import program
+from tvm_extension.relax import compile_model
+build = program.build
+def without_weights(layer, plan, config, host, lo, hi, extern):
+    def call(name, *args):
+        moves_weights = name == "strawberry_dma_in_call" and args[1].same_as(host["weights"])
+        return tirx.Evaluate(0) if moves_weights else extern(name, *args)
+    return build(layer, plan, config, host, lo, hi, call)
+program.build = without_weights
+compile_model(sys.argv[1], "strawberry", sys.argv[2], [sys.argv[3]])
+"""
+
+
+def test_a_refused_call_stops_the_inference_in_one_line(tmp_path):
+    """The mock refuses the first engine call (its weights were never transferred); no later call
+    is made, and the run fails in one line with the model's reason above it."""
+    done = subprocess.run([str(RELAX_PYTHON), "-c", COMPILE_WITHOUT_WEIGHTS, str(ROOT / "examples/models/cnn.onnx"),
+                           "m.so", str(STRAWBERRY_EXT)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
+    assert done.returncode == 0, done.stderr
+    np.savez(tmp_path / "in.npz", input=np.ones((1, 3, 16, 16), np.float32))
+    run = relax_engine("run", "m.so", "-i", "in.npz", "-o", "out.npz", cwd=tmp_path)
+    assert run.returncode == 1 and not (tmp_path / "out.npz").exists()
+    reasons = [line for line in run.stderr.splitlines() if "nothing has written since the layer began" in line]
+    assert len(reasons) == 1 and "weights" in reasons[0], run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: running 'm.so' failed: strawberry: a call refused its arguments"), run.stderr

@@ -7,7 +7,8 @@ the Relay/TVMC engine (hhb-tvm), which never imports this package.
 A backend takes part by adding ``relax_patterns.py`` to its package (see ``backends``).  Stages,
 one module each: ``backends`` (find a backend and its C library), ``patterns`` (the Relax
 patterns of float conv engines), ``lower`` (partition, then each match becomes one call of the
-backend's C API), ``build`` (ONNX -> shared library with the C library linked in, and the VM run).
+backend's C API), ``build`` (ONNX -> shared library with the C library linked in, and the VM run);
+``calls`` helps a backend whose kernel is a program of many calls check their statuses.
 """
 from .backends import UserError
 

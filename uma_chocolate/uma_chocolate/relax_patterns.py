@@ -27,6 +27,7 @@ from tvm_extension.kit.limits import INT32_MAX, PTRDIFF_MAX, below_one
 from tvm_extension.kit.quantization import channel_params, fold_bias
 from tvm_extension.relax import patterns as fp, qconv
 from tvm_extension.relax.backends import UserError
+from tvm_extension.relax.calls import checked_program
 
 from . import program
 from .codegen import gen_includes  # noqa: F401  (its C library, as for Relay)
@@ -177,21 +178,6 @@ def pack_constants(func, constants) -> dict:
     return {conv.args[1]: lambda w: np.concatenate([_matrix(w, conv.attrs.kernel_layout), bias[None]])}
 
 
-def _checked(body) -> "tirx.Stmt":
-    """``body(extern)``, where ``extern(name, *args)`` calls one C entry through its linked symbol
-    (c/chocolate_linked.c): after a non-zero status no further call is made, and the inference stops
-    with the VM's error at the end.  (An assertion after each call, as Strawberry's, would stop at
-    once, but LLVM then unrolls every loop around the calls: a minute to compile O-Net.)"""
-    status = tirx.decl_buffer((1,), "int32", "status", scope="local")
-    ok = tirx.BufferLoad(status, [0]) == 0
-    extern = lambda name, *args: tirx.IfThenElse(
-        ok, tirx.BufferStore(status, tirx.call_extern("int32", name + "_linked", *args), [0]), None)
-    message = tvm.ir.StringImm("chocolate: a call refused its arguments (a non-zero status; the model says why "
-                               "on stderr)")
-    return tirx.SeqStmt([tirx.AllocBuffer(status), tirx.BufferStore(status, tirx.const(0, "int32"), [0]), body(extern),
-                         tirx.AssertStmt(ok, tvm.ir.StringImm("RuntimeError"), [message])])
-
-
 def _nchw_copy(nchw, nhwc, layer: ConvLayer, into_nhwc: bool, output: bool):
     """Copies between an NCHW tensor and its NHWC ([h*w][c]) form, on the CPU."""
     c_, h_, w_ = (layer.oc, layer.oh, layer.ow) if output else (layer.ic, layer.ih, layer.iw)
@@ -213,13 +199,13 @@ def kernel_call(match, attrs):
         (x, _, _), (w, s_w, _) = chain["input"].args, chain["weights"].args
         host = {"input": match.buffer(x).data, "weights": match.buffer(w).data, "table": match.buffer(s_w).data,
                 "output": match.result.data}
-        return _checked(lambda extern: program.build(layer, core, plan_layer(layer, core, "int8"), host, extern))
+        return checked_program(TARGET, lambda extern: program.build(layer, core, plan_layer(layer, core, "int8"), host, extern))
     parts = fp.split_fused(match.func)
     layer, weights = _float_layer(parts), match.buffer(parts.conv.args[1])
     table = tirx.address_of(tirx.BufferLoad(weights, [layer.gemm[2], 0]))  # the bias: the last row
     host = {"input": match.buffer(parts.conv.args[0]).data, "weights": weights.data, "table": table,
             "output": match.result.data}
-    body = lambda host: _checked(lambda extern: program.build(layer, core, plan_layer(layer, core, "float32"), host,
+    body = lambda host: checked_program(TARGET, lambda extern: program.build(layer, core, plan_layer(layer, core, "float32"), host,
                                                               extern))
     if parts.conv.attrs.data_layout == "NHWC":
         return body(host)

@@ -17,8 +17,8 @@ structs; strawberry.h fills them).  Every call's status is checked: a non-zero s
 the inference.
 
 The Relax engine (apache-tvm, whose TIR is ``tvm.tirx``, without TVM 0.16's memory scopes) builds
-the same program with ``placed=True``: each partition's buffers laid out one after the other here
-(``Placed``), and each status checked by an assertion (``relax_patterns.py``).
+the same program given its ``extern``: each partition's buffers laid out one after the other here
+(``Placed``), and each call made and its status checked by ``extern`` (``relax_patterns.py``).
 """
 from __future__ import annotations  # the annotations name tvm.tir's types, which tvm.tirx names otherwise
 
@@ -101,12 +101,6 @@ def status_checked(call: tir.PrimExpr) -> tir.Stmt:
     return checked(call, "status")
 
 
-def status_asserted(call: tir.PrimExpr) -> tir.Stmt:
-    """The Relax VM's check: a failed assertion stops the inference with this message."""
-    message = tvm.ir.StringImm(f"strawberry: {call.args[0].value} refused its arguments (a non-zero status)")
-    return tir.AssertStmt(call == 0, tvm.ir.StringImm("RuntimeError"), [message])
-
-
 def dma_in(extern, scratch: Scratch, host: tir.Var, box, words=0) -> tir.Stmt:
     ext, strides, start, n = box
     return extern("strawberry_dma_in_call", scratch.addr(WRITE, words), host, *ext, *strides, *start, *n)
@@ -150,24 +144,21 @@ def _flag(condition: tir.PrimExpr, value: int) -> tir.PrimExpr:
 
 
 def build(layer: Layer, plan: Plan, config: Config, host: Dict[str, Optional[tir.Var]], lo: float, hi: float,
-          placed: bool = False) -> tir.Stmt:
+          extern: Optional[Callable[..., tir.Stmt]] = None) -> tir.Stmt:
     """The body of an offloaded function computing ``layer`` as ``plan`` splits it.
 
     ``host``: the data pointers of the function's tensors by role (ifmap, weights, bias,
     residual, slope, ofmap; None when absent).  Weights are packed [oc][ic|1][kh][kw].
     A resident tensor split into input-channel chunks holds chunk j at j times a full chunk.
-    ``placed``: for the Relax engine (module docstring).
+    ``extern(name, *args)``: the Relax engine's call of a C entry, its status checked (module docstring).
     """
     tc, th, tw, ti, n_it = plan.channels, plan.rows, plan.cols, plan.in_channels, plan.in_tiles
     dense, taps = not layer.depthwise, layer.taps
     ifmap_words, weights_words, _ = tile_words(layer, th, tw, tc, ti, plan.weights_resident,
                                                          plan.ifmap_resident)
     free = {}
-    buffer = (lambda *a: Placed(*a, free)) if placed else Scratch
-    # Relax links to the library: the header's inline calls under their linked names (strawberry_linked.c).
-    check = status_asserted if placed else status_checked
-    linked = "_linked" if placed else ""
-    _extern = lambda name, *args: check(tir.call_extern("int32", name + linked, *args))
+    buffer = Scratch if extern is None else (lambda *a: Placed(*a, free))
+    _extern = extern or (lambda name, *args: status_checked(tir.call_extern("int32", name, *args)))
     spad = {
         "ifmap": buffer("ifmap_spad", "ifmap", ifmap_words, config),
         "weights": buffer("weights_spad", "weights", weights_words - tc * layer.extras, config),

@@ -4,12 +4,13 @@ The same layers as on the Relay engine (Vanilla's patterns: ``conv2d -> [add(bia
 [add(residual)] -> [relu|clip|prelu]``, NCHW or NHWC, dense or depthwise, a window of at most
 7 x 7 taps), the same tiling (``tiling.plan_layer``) and the same program of DMA transfers and
 engine calls (``program.build``), built with apache-tvm's TIR; only the scratchpad buffers are
-placed by the program itself (``placed=True``), as this TVM has no memory scopes to place them.
+placed by the program itself (given ``extern``), as this TVM has no memory scopes to place them.
 This module imports nothing of Relay.
 """
 from typing import Optional
 
 from tvm_extension.relax.backends import UserError
+from tvm_extension.relax.calls import checked_program
 from tvm_extension.relax.patterns import (
     clamp_bounds, conv2d_patterns, conv2d_problem, conv_geometry, is_depthwise, oihw_packs, prelu_slope, split,
     split_fused, stage_problem,
@@ -67,7 +68,7 @@ def pack_constants(func, _constants=None) -> dict:
 
 
 def kernel_call(match, attrs):
-    """The layer's program: its tiles' DMA transfers and engine calls, every status asserted."""
+    """The layer's program: its tiles' DMA transfers and engine calls, every status checked."""
     parts = split_fused(match.func)
     layer, config = _layer(parts), _config(attrs)
     slope = prelu_slope(parts)
@@ -76,7 +77,8 @@ def kernel_call(match, attrs):
         ("residual", parts.residual), ("slope", slope))}
     host["ofmap"] = match.result.data
     lo, hi = clamp_bounds(parts.activation)
-    return program.build(layer, plan_layer(layer, config), config, host, lo, hi, placed=True)
+    plan = plan_layer(layer, config)
+    return checked_program(TARGET, lambda extern: program.build(layer, plan, config, host, lo, hi, extern))
 
 
 def register():
