@@ -311,8 +311,7 @@ def test_a_model_it_cannot_read_is_one_line(tmp_path, name, content, message):
 
 def stage_model(path):
     """NCHW conv -> bias -> Relu, then a depthwise conv -> bias -> + the first's output -> Relu: the
-    depthwise NCHW call none of the real networks above has.  (ONNX's Clip imports as TIR
-    maximum/minimum, not relax.clip: TFLite's ReLU6 below is the clip.)"""
+    depthwise NCHW call none of the real networks above has."""
     from onnx import TensorProto, helper, numpy_helper, save
 
     rng = np.random.default_rng(6)
@@ -341,6 +340,36 @@ def test_depthwise_residual_nchw(tmp_path):
     (got,) = relax_outputs(tmp_path / "stages.so", {"x": x}, tmp_path)
     (expected,) = ReferenceEvaluator(str(tmp_path / "stages.onnx")).run(None, {"x": x})
     assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
+
+
+def test_clip_of_an_onnx_model(tmp_path):
+    """ONNX's Clip (TIR maximum, then minimum, as the frontend imports it) becomes relax.clip, the
+    output stage of Vanilla's patterns; a Clip with only a lower bound stays on the CPU."""
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(8)
+    const = lambda name, value: numpy_helper.from_array(np.asarray(value, np.float32), name)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["c1", "zero", "six"], ["a1"]),  # ReLU6
+        helper.make_node("Conv", ["a1", "w2", "b2"], ["c2"], group=8, pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["c2", "minus_one", "one"], ["a2"]),
+        helper.make_node("Clip", ["a2", "zero"], ["y"]),
+    ]
+    initializers = [const("w1", rng.standard_normal((8, 3, 3, 3))), const("b1", rng.standard_normal(8)),
+                    const("w2", rng.standard_normal((8, 1, 3, 3))), const("b2", rng.standard_normal(8)),
+                    const("zero", 0), const("six", 6), const("minus_one", -1), const("one", 1)]
+    graph = helper.make_graph(nodes, "clips", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 10, 10])], initializers)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "clips.onnx"))
+    done = relax_engine("compile", "clips.onnx", "--target", "vanilla_accelerator", "-o", "clips.so", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert patterns_matched(done.stdout) == {"conv2d_bias_clip": 2}, done.stdout
+    x = np.random.default_rng(9).standard_normal((1, 3, 10, 10)).astype(np.float32) * 4
+    (got,) = relax_outputs(tmp_path / "clips.so", {"x": x}, tmp_path)
+    (expected,) = ReferenceEvaluator(str(tmp_path / "clips.onnx")).run(None, {"x": x})
+    assert (expected == 1).any() and (expected == 0).any() and got.shape == expected.shape  # the clamps are reached
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
 
 

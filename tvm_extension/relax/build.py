@@ -32,6 +32,33 @@ def _import_onnx(model: Path, shapes):
         raise UserError(f"TVM's Relax ONNX frontend cannot import '{model}': {_first_line(exc, last=True)}")
 
 
+def _onnx_clips(mod):
+    """ONNX's Clip imports as two TIR calls, ``maximum`` then ``minimum`` (``emit_te``), which no
+    backend pattern can see into; with constant bounds (once folded) it is ``relax.clip``, which the
+    conv patterns match as their output stage, as TFLite's RELU6."""
+    import re  # pylint: disable=import-outside-toplevel
+    from tvm import relax  # pylint: disable=import-outside-toplevel
+    from tvm.relax.dpl import GlobalVarPattern, is_const, wildcard  # pylint: disable=import-outside-toplevel
+    from tvm.relax.dpl.pattern import _is_call_tir  # pylint: disable=import-outside-toplevel
+
+    x, lo, hi, at_least, at_most = wildcard(), is_const(), is_const(), GlobalVarPattern(""), GlobalVarPattern("")
+    clip = _is_call_tir(at_most, [_is_call_tir(at_least, [x, lo]), hi])
+
+    def rewrite(expr, found):
+        names = found[at_least].name_hint, found[at_most].name_hint
+        bounds = [found[b].value.numpy() for b in (lo, hi)]
+        if not (re.fullmatch(r"maximum\d*", names[0]) and re.fullmatch(r"minimum\d*", names[1])
+                and all(b.size == 1 for b in bounds) and "float" in str(expr.ty.dtype)
+                and bounds[0].item() <= bounds[1].item()):
+            return expr  # not a Clip (or one that clip would compute differently)
+        return relax.op.clip(found[x], bounds[0].item(), bounds[1].item())
+
+    for gv, func in list(mod.functions_items()):
+        if isinstance(func, relax.Function):
+            mod[gv] = relax.dpl.rewrite_call(clip, rewrite, func)
+    return relax.transform.DeadCodeElimination()(mod)
+
+
 def _import_tflite(model: Path, shapes):
     import tflite  # pylint: disable=import-outside-toplevel
     from tvm.relax.frontend.tflite import from_tflite  # pylint: disable=import-outside-toplevel
@@ -134,6 +161,8 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
     if tflite_exact:
         mod, made_exact = exact.make_exact(mod)
     mod = relax.transform.FoldConstant()(mod)
+    if model.suffix == ".onnx":
+        mod = _onnx_clips(mod)
     if backend is not None and not early:
         mod, report = lower.offload(mod, backend, attrs)
     report = report + made_exact
