@@ -10,7 +10,7 @@ offset in the compacted buffer of the tiles the order keeps (a row panel of A: t
 every B tile: tile (k, n) at k * column tiles + n).
 
 Engine-agnostic (``tvm.tir`` or apache-tvm's ``tvm.tirx``); ``extern(name, *args)`` makes one
-checked call of a C entry (relax_patterns.py: its linked symbol, the status asserted).
+checked call of a C entry (relax_patterns.py: its linked symbol, through tvm_extension.relax.calls).
 """
 from __future__ import annotations  # the annotations name tvm.tir's types, which tvm.tirx names otherwise
 
