@@ -38,11 +38,12 @@ def _onnx_clips(mod):
     conv patterns match as their output stage, as TFLite's RELU6."""
     import re  # pylint: disable=import-outside-toplevel
     from tvm import relax  # pylint: disable=import-outside-toplevel
-    from tvm.relax.dpl import GlobalVarPattern, is_const, wildcard  # pylint: disable=import-outside-toplevel
-    from tvm.relax.dpl.pattern import _is_call_tir  # pylint: disable=import-outside-toplevel
+    from tvm.relax.dpl import (  # pylint: disable=import-outside-toplevel
+        GlobalVarPattern, is_const, is_op, is_tuple, wildcard)
 
     x, lo, hi, at_least, at_most = wildcard(), is_const(), is_const(), GlobalVarPattern(""), GlobalVarPattern("")
-    clip = _is_call_tir(at_most, [_is_call_tir(at_least, [x, lo]), hi])
+    call_tir = lambda func, args: is_op("relax.call_tir")(func, is_tuple(args), add_constraint=False)
+    clip = call_tir(at_most, [call_tir(at_least, [x, lo]), hi])
 
     def rewrite(expr, found):
         names = found[at_least].name_hint, found[at_most].name_hint

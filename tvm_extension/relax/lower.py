@@ -5,8 +5,9 @@ each call of such a function becomes a ``call_tir`` of a PrimFunc whose body is 
 ``kernel_call`` (a ``call_extern`` of its C function, linked in by ``build``), its status checked:
 a non-zero status fails the inference instead of returning wrong numbers; or a whole program of
 calls the backend builds (Strawberry's DMA transfers and engine calls), checked by
-``calls.checked_program``.  A backend whose kernel reads a constant in another form (weights in its own layout, say) says so in ``pack_constants``:
-the constant is repacked here, once, at compile time.  A fused function serves every call of its
+``calls.checked_program``.  A backend whose kernel reads a constant in another form (weights in
+its own layout, say) says so in ``pack_constants``: the constant is repacked here, once, at
+compile time.  A fused function serves every call of its
 form: the call's own constants (scales, zero points) come with it, to ``pack_constants`` and in
 ``Match.constants``.
 """

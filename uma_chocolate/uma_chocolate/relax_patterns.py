@@ -199,14 +199,15 @@ def kernel_call(match, attrs):
         (x, _, _), (w, s_w, _) = chain["input"].args, chain["weights"].args
         host = {"input": match.buffer(x).data, "weights": match.buffer(w).data, "table": match.buffer(s_w).data,
                 "output": match.result.data}
-        return checked_program(TARGET, lambda extern: program.build(layer, core, plan_layer(layer, core, "int8"), host, extern))
+        plan = plan_layer(layer, core, "int8")
+        return checked_program(TARGET, lambda extern: program.build(layer, core, plan, host, extern))
     parts = fp.split_fused(match.func)
     layer, weights = _float_layer(parts), match.buffer(parts.conv.args[1])
     table = tirx.address_of(tirx.BufferLoad(weights, [layer.gemm[2], 0]))  # the bias: the last row
     host = {"input": match.buffer(parts.conv.args[0]).data, "weights": weights.data, "table": table,
             "output": match.result.data}
-    body = lambda host: checked_program(TARGET, lambda extern: program.build(layer, core, plan_layer(layer, core, "float32"), host,
-                                                              extern))
+    plan = plan_layer(layer, core, "float32")
+    body = lambda host: checked_program(TARGET, lambda extern: program.build(layer, core, plan, host, extern))
     if parts.conv.attrs.data_layout == "NHWC":
         return body(host)
     # NCHW: the core reads and writes NHWC; the transposes run on the CPU around its program.
