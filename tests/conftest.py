@@ -1,12 +1,17 @@
 """The framework's tests: the checkout's folders, and what every backend's tests use
 (``tvm_extension.testing``)."""
+import fcntl
+import os
 import shutil
+import site
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tvm_extension import testing
+from tvm_extension.testing import build_cache
 from tvm_extension.testing import (assert_close, assert_one_line_error, fetch, mlf_sources, onnx_reference,  # noqa: F401
                                    onnxruntime_reference, random_inputs, run_tvmc, tflite_reference,
                                    tvm_cpu_reference)
@@ -48,3 +53,77 @@ def stand_in_checkout(root: Path) -> Path:
         (root / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / name, root / name)
     return root
+
+
+@pytest.fixture(scope="session")
+def shared_folder(tmp_path_factory) -> Path:
+    """A folder all of this run's pytest-xdist workers see (the run's base temporary folder)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def made_once(shared: Path, name: str, make) -> Path:
+    """``shared/name``, made by ``make(folder)`` in the first worker that asks; the others wait for it."""
+    folder = shared / name
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".made").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            (folder / ".made").touch()
+    return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def build_cache_of_the_run(shared_folder):
+    """Builds are shared by this run's tests and workers (``tvm_extension.testing.build_cache``),
+    and by the backend folders' own runs, which inherit the variable; a cache the developer set
+    is kept."""
+    if not os.environ.get(build_cache.ENV_VARIABLE):
+        os.environ[build_cache.ENV_VARIABLE] = str(shared_folder / "builds")
+    yield
+
+
+@pytest.fixture(scope="session")
+def framework_wheel(shared_folder) -> Path:
+    """This project's wheel, built once per run."""
+    def build(dist):
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    (wheel,) = made_once(shared_folder, "framework-wheel", build).glob("*.whl")
+    return wheel
+
+
+def new_environment(folder: Path, *install, constraints=None) -> Path:
+    """A new virtual environment in ``folder`` that sees this one's packages through a ``.pth``
+    line (TVM is not installed twice; ``.pth`` files in that folder, the editable installs of the
+    framework and the examples, are not read), with ``install`` pip-installed into it (by this
+    environment's pip) and console scripts for tvmc and pytest; its python."""
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    packages = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    (packages / "shared_packages.pth").write_text(site.getsitepackages()[0] + "\n")
+    if install:
+        pip_into(python, *(["-c", constraints] if constraints else []), *install)
+    for name, module in (("tvmc", "tvm.driver.tvmc"), ("pytest", "pytest")):
+        (venv / "bin" / name).write_text(f'#!/bin/sh\nexec "{python}" -m {module} "$@"\n')
+        (venv / "bin" / name).chmod(0o755)
+    return python
+
+
+def pip_into(python: Path, *args, cwd=None):
+    """``pip install ARGS`` into the environment of ``python``."""
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check",
+                           "install", "-q", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    assert done.returncode == 0, f"pip install {args}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def tvmc_in(python: Path, *args, cwd=None):
+    """tvmc ARGS in the environment of ``python`` (made by ``new_environment``)."""
+    return subprocess.run([str(python.parent / "tvmc"), *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=900)

@@ -14,8 +14,8 @@ import pytest
 import tomli
 from onnx.reference import ReferenceEvaluator
 
-from conftest import (MODELS, ROOT, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources,
-                      run_tvmc, tvm_cpu_reference, without_example_backends)
+from conftest import (MODELS, ROOT, VANILLA_EXT, assert_one_line_error, kernel_calls, mlf_sources, new_environment,
+                      pip_into, run_tvmc, tvm_cpu_reference, tvmc_in, without_example_backends)
 from tvm_extension.testing.model_zoo import fetch
 from test_setup_scripts import closure, distributions_of, imported_modules
 from test_tflite_exact import random_inputs, reference_kernels
@@ -26,17 +26,12 @@ from tvm_extension.scaffold import create
 CNN = MODELS / "cnn.onnx"
 
 
-def tvm_extension_cli(*args, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "tvm_extension", *map(str, args)], cwd=cwd, capture_output=True,
+def tvm_extension_cli(*args, cwd=None, env=None, python=sys.executable):
+    return subprocess.run([python, "-m", "tvm_extension", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, env=dict(os.environ, **(env or {})))
 
 
-def pip(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
-
-
-def test_scaffold_install_test_compile_run(tmp_path):
+def test_scaffold_install_test_compile_run(tmp_path, framework_wheel):
     done = tvm_extension_cli("new", "probe_npu", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     project = tmp_path / "probe_npu"
@@ -47,44 +42,41 @@ def test_scaffold_install_test_compile_run(tmp_path):
     install, run_tests = (shlex.split(line.split("#")[0]) for line in done.stdout.splitlines()[1:3])
     assert install == ["pip", "install", "./probe_npu[test]"], done.stdout
     assert run_tests == ["pytest", "./probe_npu/tests"], done.stdout
-    installed = pip(*install[1:], cwd=tmp_path)
-    assert installed.returncode == 0 and "does not provide the extra" not in installed.stderr, installed.stderr[-2000:]
-    try:
-        # Its own tests pass, straight after generation.
-        tests = subprocess.run([Path(sys.executable).parent / "pytest", "-p", "no:cacheprovider", *run_tests[1:]],
-                               cwd=tmp_path, capture_output=True, text=True)
-        assert tests.returncode == 0 and "1 passed" in tests.stdout, tests.stdout[-2000:] + tests.stderr[-2000:]
-        # Plain tvmc finds the installed backend: no flag, no environment variable.
-        out = tmp_path / "cnn.tar"
-        done = run_tvmc("compile", "--target", "probe_npu", CNN, "-f", "mlf", "-o", out, cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        assert kernel_calls(out, "probe_npu_conv2d") == 3
-        x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
-        got = build(out, tmp_path / "b").run({"input": x})[0]["output"]
-        np.testing.assert_allclose(got, ReferenceEvaluator(str(CNN)).run(None, {"input": x})[0], rtol=1e-4, atol=1e-5)
-        listing = tvm_extension_cli("list", cwd=tmp_path)
-        assert "tvm_extension.probe_npu:ProbeNpuExtension" in listing.stdout
-        assert "from: distribution tvm-extension-probe-npu 0.1.0" in listing.stdout
-    finally:
-        pip("uninstall", "-y", "tvm-extension-probe-npu")
+    # installed into an environment of its own (with the framework's wheel): other tests, running
+    # beside this one, see only the example backends
+    python = new_environment(tmp_path / "env", framework_wheel, constraints=ROOT / "requirements.lock")
+    installed = pip_into(python, *install[2:], cwd=tmp_path)
+    assert "does not provide the extra" not in installed.stderr, installed.stderr[-2000:]
+    # Its own tests pass, straight after generation.
+    tests = subprocess.run([python.parent / "pytest", "-p", "no:cacheprovider", *run_tests[1:]],
+                           cwd=tmp_path, capture_output=True, text=True)
+    assert tests.returncode == 0 and "1 passed" in tests.stdout, tests.stdout[-2000:] + tests.stderr[-2000:]
+    # Plain tvmc finds the installed backend: no flag, no environment variable.
+    out = tmp_path / "cnn.tar"
+    done = tvmc_in(python, "compile", "--target", "probe_npu", CNN, "-f", "mlf", "-o", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert kernel_calls(out, "probe_npu_conv2d") == 3
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    got = build(out, tmp_path / "b").run({"input": x})[0]["output"]
+    np.testing.assert_allclose(got, ReferenceEvaluator(str(CNN)).run(None, {"input": x})[0], rtol=1e-4, atol=1e-5)
+    listing = tvm_extension_cli("list", cwd=tmp_path, python=python)
+    assert "tvm_extension.probe_npu:ProbeNpuExtension" in listing.stdout
+    assert "from: distribution tvm-extension-probe-npu 0.1.0" in listing.stdout
 
 
-def test_scaffold_editable_install_sees_edits(tmp_path):
+def test_scaffold_editable_install_sees_edits(tmp_path, framework_wheel):
     assert tvm_extension_cli("new", "probe_edit", cwd=tmp_path).returncode == 0
-    installed = pip("install", "-e", "./probe_edit", cwd=tmp_path)
-    assert installed.returncode == 0, installed.stderr[-2000:]
-    try:
-        patterns = tmp_path / "probe_edit" / "probe_edit" / "patterns.py"
-        # An edit to the backend (take 3x3 kernels only) shows in the next compile, without reinstalling.
-        patterns.write_text(patterns.read_text().replace(
-            "    return None\n", "    return None if kh == 3 else 'edited: 3x3 only'\n"))
-        out = tmp_path / "cnn.tar"
-        done = run_tvmc("compile", "--target", "probe_edit", CNN, "-f", "mlf", "-o", out, cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        assert "edited: 3x3 only x1" in done.stdout
-        assert kernel_calls(out, "probe_edit_conv2d") == 2
-    finally:
-        pip("uninstall", "-y", "tvm-extension-probe-edit")
+    python = new_environment(tmp_path / "env", "--no-deps", framework_wheel)
+    pip_into(python, "--no-deps", "-e", "./probe_edit", cwd=tmp_path)
+    patterns = tmp_path / "probe_edit" / "probe_edit" / "patterns.py"
+    # An edit to the backend (take 3x3 kernels only) shows in the next compile, without reinstalling.
+    patterns.write_text(patterns.read_text().replace(
+        "    return None\n", "    return None if kh == 3 else 'edited: 3x3 only'\n"))
+    out = tmp_path / "cnn.tar"
+    done = tvmc_in(python, "compile", "--target", "probe_edit", CNN, "-f", "mlf", "-o", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "edited: 3x3 only x1" in done.stdout
+    assert kernel_calls(out, "probe_edit_conv2d") == 2
 
 
 @pytest.mark.parametrize("int8", [False, True], ids=["float", "int8"])
@@ -108,21 +100,21 @@ SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
 
 
 @pytest.fixture(scope="module")
-def int8_project(tmp_path_factory):
-    """A project made by ``new --int8``, pip-installed as the float one is (uninstalled after the tests)."""
+def int8_project(tmp_path_factory, framework_wheel):
+    """A project made by ``new --int8``, pip-installed as the float one is, in an environment of
+    its own: (the project's folder, that environment's python)."""
     folder = tmp_path_factory.mktemp("int8")
     done = tvm_extension_cli("new", INT8, "--int8", cwd=folder)
     assert done.returncode == 0, done.stderr
-    installed = pip("install", f"./{INT8}", cwd=folder)
-    assert installed.returncode == 0, installed.stderr[-2000:]
-    yield folder / INT8
-    pip("uninstall", "-y", "tvm-extension-probe-int8")
+    python = new_environment(folder / "env", framework_wheel, constraints=ROOT / "requirements.lock")
+    pip_into(python, f"./{INT8}", cwd=folder)
+    return folder / INT8, python
 
 
 @pytest.mark.real_model
 def test_int8_scaffold_install_test_compile(int8_project, tmp_path):
     assert "--int8" in tvm_extension_cli("new", "--help").stdout
-    project = int8_project
+    project, python = int8_project
     for module in ("backend", "patterns", "passes", "codegen", "strategies"):
         source = (project / INT8 / f"{module}.py").read_text()
         assert "qvanilla" not in source  # not part of the installed framework
@@ -132,12 +124,12 @@ def test_int8_scaffold_install_test_compile(int8_project, tmp_path):
                            tmp_path / "k.o", project / INT8 / "c" / f"{INT8}.c"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     # Its own tests pass, straight after generation (the kernel alone, then tvmc -> MLF -> run).
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=project,
+    tests = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=project,
                            capture_output=True, text=True)
     assert tests.returncode == 0 and " passed" in tests.stdout, tests.stdout[-2000:] + tests.stderr[-2000:]
     # Plain tvmc offloads a real int8 TFLite network's dense convs; the depthwise ones stay on the CPU, with why.
     out = tmp_path / "kws.tar"
-    done = run_tvmc("compile", "--target", INT8, fetch("kws_dscnn_int8"), "-f", "mlf", "-o", out, cwd=tmp_path)
+    done = tvmc_in(python, "compile", "--target", INT8, fetch("kws_dscnn_int8"), "-f", "mlf", "-o", out, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"[{INT8}] offloaded: qnn.conv2d x5, nn.bias_add x5, qnn.requantize x5, clip x5 in 5 functions" in done.stdout
     assert "qnn.conv2d: groups=64 (depthwise or grouped; the kernel takes groups=1) x4" in done.stdout
@@ -154,8 +146,8 @@ def test_int8_template_is_exact_on_a_real_network(int8_project, tmp_path, monkey
     programs = {}
     for option, rounding in (("--tflite-exact", 1), (None, 0)):
         out = tmp_path / f"{rounding}.tar"
-        done = run_tvmc("compile", "--target", INT8, *filter(None, [option]), model, "-f", "mlf", "-o", out,
-                        cwd=tmp_path)
+        done = tvmc_in(int8_project[1], "compile", "--target", INT8, *filter(None, [option]), model, "-f", "mlf",
+                       "-o", out, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert f"[{INT8}] offloaded: qnn.conv2d x5," in done.stdout and " in 5 functions" in done.stdout
         calls = [c for text in mlf_sources(out).values() for c in re.findall(INT8_CALL, text)]

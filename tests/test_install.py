@@ -1,18 +1,16 @@
 """A non-editable install of this project works without the repository.
 
-The wheel is built and installed (within the pins of requirements.lock) into a new virtual
-environment whose other packages are this environment's (a .pth file points at them, so TVM
-is not installed twice); then the README's example runs from a folder outside the checkout.
+The wheel (built once per run) is installed (within the pins of requirements.lock) into a new
+virtual environment whose other packages are this environment's (a .pth file points at them, so
+TVM is not installed twice); then the README's example runs from a folder outside the checkout.
 """
-import site
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import numpy as np
 
-from conftest import MODELS, ROOT, onnx_reference
+from conftest import MODELS, ROOT, new_environment, onnx_reference
 from tvm_extension.testing import random_inputs
 
 
@@ -22,15 +20,9 @@ def run(*command, cwd=None):
     return done.stdout
 
 
-def test_wheel_runs_the_readme_example_without_the_repository(tmp_path):
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp_path / "dist", ROOT)
-    (wheel,) = (tmp_path / "dist").glob("*.whl")
-    venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", venv)
-    python = venv / "bin" / "python"
-    (packages,) = Path(run(python, "-c", "import site; print(site.getsitepackages()[0])").strip()),
-    (packages / "pinned_packages.pth").write_text(site.getsitepackages()[0] + "\n")
-    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", ROOT / "requirements.lock", wheel)
+def test_wheel_runs_the_readme_example_without_the_repository(tmp_path, framework_wheel):
+    python = new_environment(tmp_path, framework_wheel, constraints=ROOT / "requirements.lock")
+    packages = Path(run(python, "-c", "import site; print(site.getsitepackages()[0])").strip())
     # C sources ship inside the packages that use them, not as a top-level module; the example
     # backends are projects of their own, carried whole for `new --like`, not installed.
     assert not (packages / "c_runtime").exists() and not (packages / "uma_vanilla").exists()

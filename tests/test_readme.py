@@ -25,6 +25,8 @@ from conftest import MODELS, ROOT
 from tvm_extension.testing import random_inputs
 from tvm_extension.testing.model_zoo import fetch
 
+# The blocks run in order, in one workspace: one pytest-xdist worker runs them all.
+pytestmark = pytest.mark.xdist_group("readme")
 RUN, SHOWN = ("sh", "python"), ("text", "c", "toml")
 CHEAPER = {
     # the suite itself: CI runs it; running it from inside itself would recurse

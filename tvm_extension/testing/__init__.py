@@ -4,8 +4,10 @@ build, TFLite's interpreter, ONNX Runtime), tolerances, inputs, and the example 
 (``models``, ``model_zoo``).  A backend copied alone needs only this and an installed framework.
 """
 import io
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -13,21 +15,65 @@ from pathlib import Path
 
 import numpy as np
 
+from . import build_cache, warm_tvmc
 from .models import example_model, float_model, qdq_model
 from .model_zoo import ModelFetchError, fetch
 
 BIN = Path(sys.executable).parent
 
 
-def run_tvmc(*args, cwd=None, env=None, module=False):
-    """TVM's own tvmc console script (or ``python -m tvm.driver.tvmc``) in a subprocess."""
+def run_tvmc(*args, cwd=None, env=None, module=False, reuse=False):
+    """TVM's own tvmc console script (or ``python -m tvm.driver.tvmc``) in a process of its own:
+    forked from one that has imported TVM already (``warm_tvmc``), or a new one where that
+    would not be the same.  ``reuse``: a successful ``compile ... -o OUT`` may come from the
+    build cache (``build_cache``: the same command, files and code); the result then has
+    ``reused`` set."""
+    if reuse and env is None and not module and build_cache.folder() is not None:
+        return _reused_compile(args, cwd)
     command = [sys.executable, "-m", "tvm.driver.tvmc"] if module else [str(BIN / "tvmc")]
     full_env = dict(os.environ)
     full_env.pop("TVM_EXTENSION_PATH", None)
     full_env.update(env or {})
+    done = warm_tvmc.run(BIN / "tvmc", module, args, cwd=cwd, env=full_env, timeout=900)
+    if done is not None:
+        return done
     return subprocess.run(
         command + [str(a) for a in args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=900
     )
+
+
+def _reused_compile(args, cwd):
+    args = [str(a) for a in args]
+    out = Path(cwd or ".", args[args.index("-o") + 1])
+    described = [Path(cwd or ".", a).resolve() if not a.startswith("-") and Path(cwd or ".", a).exists() else a
+                 for a in args]
+    described[args.index("-o") + 1] = "OUTPUT"  # the archive does not depend on its name
+    result = {}
+
+    def compile_into(entry):
+        done = run_tvmc(*args, cwd=cwd)
+        result["done"] = done
+        if done.returncode != 0:
+            raise _NotCached()
+        shutil.copyfile(out, entry / "output")
+        (entry / "result.json").write_text(json.dumps([done.returncode, done.stdout, done.stderr]))
+
+    try:
+        entry = build_cache.cached(build_cache.key("tvmc", *described), compile_into)
+    except _NotCached:
+        return result["done"]
+    if "done" in result:
+        result["done"].reused = False
+        return result["done"]
+    shutil.copyfile(entry / "output", out)
+    code, stdout, stderr = json.loads((entry / "result.json").read_text())
+    done = subprocess.CompletedProcess(["tvmc", *args], code, stdout, stderr)
+    done.reused = True
+    return done
+
+
+class _NotCached(Exception):
+    """A failed compile: returned as it is, never cached."""
 
 
 def assert_one_line_error(done, *fragments):
@@ -90,28 +136,42 @@ def onnx_reference(model_path, inputs):
     return ReferenceEvaluator(str(model_path)).run(None, inputs)
 
 
+CPU_TARGET = "llvm -mtriple=x86_64-linux-gnu"
+
+
 def tvm_cpu_reference(model_path, inputs, integer_graph=False):
-    """TVM's own CPU build (llvm, x86-64, graph executor) of the same model, loaded as tvmc does.
+    """TVM's own CPU build (llvm, x86-64, graph executor) of the same model, loaded as tvmc does;
+    the build comes from the build cache when one is set (``build_cache``).
 
     ``integer_graph``: first turn dequantize/op/quantize (ONNX QDQ) into integer QNN ops with
     TVM's FakeQuantizationToInteger, the graph an int8 backend offloads.
     """
     import tvm
-    from tvm import relay
     from tvm.contrib import graph_executor
-    from tvm.driver import tvmc
 
     shapes = {name: list(value.shape) for name, value in inputs.items()}
+    entry = build_cache.cached(
+        build_cache.key("tvm-cpu", Path(model_path), shapes, integer_graph, CPU_TARGET),
+        lambda folder: _cpu_build(model_path, shapes, integer_graph).export_library(str(folder / "model.so")))
+    lib = _cpu_build(model_path, shapes, integer_graph) if entry is None else \
+        tvm.runtime.load_module(str(entry / "model.so"))
+    runtime = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    runtime.set_input(**inputs)
+    runtime.run()
+    return [runtime.get_output(i).numpy() for i in range(runtime.get_num_outputs())]
+
+
+def _cpu_build(model_path, shapes, integer_graph):
+    import tvm
+    from tvm import relay
+    from tvm.driver import tvmc
+
     model = tvmc.load(str(model_path), shape_dict=shapes)
     mod, params = model.mod, model.params
     if integer_graph:
         mod = relay.transform.FakeQuantizationToInteger()(relay.transform.InferType()(mod))
     with tvm.transform.PassContext(opt_level=3):
-        lib = relay.build(mod, target="llvm -mtriple=x86_64-linux-gnu", params=params)
-    runtime = graph_executor.GraphModule(lib["default"](tvm.cpu()))
-    runtime.set_input(**inputs)
-    runtime.run()
-    return [runtime.get_output(i).numpy() for i in range(runtime.get_num_outputs())]
+        return relay.build(mod, target=CPU_TARGET, params=params)
 
 
 def tflite_reference(model_path, inputs):

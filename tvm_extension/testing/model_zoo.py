@@ -116,7 +116,7 @@ def fetch(name: str) -> Path:
     if digest != model.sha256:
         raise ModelFetchError(f"{model.name}: sha256 {digest} differs from the pinned {model.sha256}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")  # processes fetching at once
     partial.write_bytes(data)
     partial.replace(target)
     return target

@@ -1,0 +1,125 @@
+"""The tests' build cache: a build that another test (or an earlier run) made from the same inputs
+and the same code is reused; one made from other code never is.
+
+A key is a sha256 of what decides the build, as the sweep's cache keys its points: the command,
+with each file it names replaced by its contents' digest and each folder by its sources' digest;
+the sources of the code a compile can import from outside the interpreter's own library (the
+framework, and every backend installed or on the path, editable or not); this project's and
+TVM's versions.  The folder is ``$TVM_EXTENSION_BUILD_CACHE``; the suite sets one per run,
+shared by its workers, unless it is set already (a developer may keep one across runs).  Unset,
+nothing is cached.
+"""
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Optional
+
+SOURCES = (".py", ".c", ".h", ".cc", ".tmpl", ".toml", ".pth", ".json")
+ENV_VARIABLE = "TVM_EXTENSION_BUILD_CACHE"
+
+
+def folder() -> Optional[Path]:
+    value = os.environ.get(ENV_VARIABLE)
+    return Path(value) if value else None
+
+
+def _tree_files(root: Path):
+    for top, folders, files in os.walk(root):
+        folders[:] = sorted(f for f in folders if not f.startswith((".", "__pycache__")) and f not in ("build", "out"))
+        for name in sorted(files):
+            if name.endswith(SOURCES):
+                yield Path(top) / name
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 of the source files under ``root`` (names and contents)."""
+    digest = hashlib.sha256()
+    for path in _tree_files(Path(root)):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@lru_cache(maxsize=None)
+def _import_roots() -> tuple:
+    """Folders a new interpreter imports from that are not the interpreter's library: the
+    editable installs' folders (this checkout, the backends'), and within site-packages the
+    files of every distribution that installs into the ``tvm_extension`` namespace."""
+    paths = json.loads(subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"],
+                                      capture_output=True, text=True, check=True, cwd=tempfile.gettempdir()).stdout)
+    library = {os.path.realpath(sysconfig.get_path(name)) for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+    site_dirs = {os.path.realpath(p) for p in paths if p.endswith("site-packages")}
+    roots = [p for p in paths if os.path.isdir(p) and os.path.realpath(p) not in library | site_dirs
+             and not os.path.realpath(p).startswith(tuple(library))]
+    installed = sorted(str(dist.locate_file(f)) for dist in importlib.metadata.distributions()
+                       if any(str(f).startswith("tvm_extension/") for f in dist.files or [])
+                       for f in dist.files or [] if str(f).endswith(SOURCES))
+    return tuple(roots), tuple(installed)
+
+
+def code_digest() -> str:
+    """Digest of the code a compile in a new process can import (see ``_import_roots``)."""
+    roots, installed = _import_roots()
+    digest = hashlib.sha256()
+    for root in roots:
+        digest.update(root.encode() + b"\0" + tree_digest(Path(root)).encode())
+    for path in installed:
+        if os.path.isfile(path):
+            digest.update(path.encode() + b"\0" + file_digest(Path(path)).encode())
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def versions() -> str:
+    from tvm_extension.api.version import version_line  # pylint: disable=import-outside-toplevel
+
+    return version_line()
+
+
+def key(*parts) -> str:
+    """The key of a build made from ``parts`` (paths among them are digested by contents) and the code."""
+    def described(part):
+        if isinstance(part, Path) or (isinstance(part, str) and os.sep in part and os.path.exists(part)):
+            path = Path(part)
+            return ("folder", tree_digest(path)) if path.is_dir() else ("file", file_digest(path))
+        return part
+
+    text = json.dumps([[described(p) for p in parts], code_digest(), versions()], default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def cached(build_key: str, make: Callable[[Path], None]) -> Optional[Path]:
+    """The folder holding the build of ``build_key``: made by ``make(folder)`` unless already
+    cached (by this or another process; one makes it, the others wait).  None without a cache:
+    the caller builds as usual."""
+    root = folder()
+    if root is None:
+        return None
+    import fcntl  # pylint: disable=import-outside-toplevel  (POSIX, like the suite)
+
+    root.mkdir(parents=True, exist_ok=True)
+    entry = root / build_key
+    with open(root / f"{build_key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not entry.is_dir():
+            partial = root / f"{build_key}.{os.getpid()}.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+            try:
+                make(partial)
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)
+                raise
+            partial.rename(entry)  # atomic: a killed run leaves no half entry
+    return entry
