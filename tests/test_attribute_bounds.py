@@ -53,6 +53,7 @@ def test_out_of_range_attribute_is_one_line(tmp_path, target, attr, value, bound
     assert not out.exists()
 
 
+@pytest.mark.quick
 def test_in_range_ends_compile(tmp_path):
     """Both ends of max_kernel_size are accepted (and the model then compiles)."""
     low, high = uma.attr_ranges(VanillaAcceleratorBackend())["max_kernel_size"]
@@ -83,6 +84,7 @@ def _backend(ranges, default=3, name="bounds_probe"):
     return Probe()
 
 
+@pytest.mark.quick
 def test_configure_checks_the_bounds_and_accepts_the_ends():
     backend = _backend({"size": (1, 4)})
     assert uma.target_attrs(backend, {"size": "1"})["size"] == 1

@@ -23,6 +23,9 @@ from test_upstream_backend import BACKEND as TINY_RELU_BACKEND
 from tvm_extension.mlf import build
 from tvm_extension.scaffold import create
 
+# the int8 project fixture: made and installed once (pytest-xdist runs the module in one worker)
+pytestmark = pytest.mark.xdist_group("authoring")
+
 CNN = MODELS / "cnn.onnx"
 
 
@@ -181,6 +184,7 @@ def test_int8_template_is_exact_on_a_real_network(int8_project, tmp_path, monkey
     ("cmsis-nn", "not a valid backend name"),
     ("existing", "already exists"),
 ])
+@pytest.mark.quick
 def test_scaffold_rejects_bad_names(tmp_path, name, message):
     (tmp_path / "existing").mkdir()
     before = sorted(p.name for p in tmp_path.iterdir())

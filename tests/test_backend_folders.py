@@ -26,6 +26,7 @@ def run(*command, cwd=None, timeout=600):
     return done.stdout
 
 
+@pytest.mark.quick
 def test_the_four_examples_are_found():
     assert BACKENDS == ["uma_chocolate", "uma_qvanilla", "uma_strawberry", "uma_vanilla"]
 

@@ -68,7 +68,8 @@ KERNEL_LIBRARIES = [f"{name}/{p.name}" for name, folder in LIBRARY_FOLDERS.items
 
 @pytest.fixture(scope="module")
 def mlf(tmp_path_factory):
-    """The MLF of (network, backend), compiled once for every board."""
+    """The MLF of (network, backend), compiled once for every board (and for every pytest-xdist
+    worker: the build cache holds it)."""
     cache = {}
 
     def compile_(net, backend):
@@ -77,7 +78,8 @@ def mlf(tmp_path_factory):
             target = PLAIN if backend == "plain" else ["--target", TARGETS[backend], "--experimental-tvm-extension",
                                                        VANILLA_EXT]
             shapes = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in SHAPES[net].items())
-            done = run_tvmc("compile", *target, "--input-shapes", shapes, fetch(net), "-f", "mlf", "-o", out)
+            done = run_tvmc("compile", *target, "--input-shapes", shapes, fetch(net), "-f", "mlf", "-o", out,
+                            reuse=True)  # the other worker's, when it compiled it first
             assert done.returncode == 0, done.stderr[-2000:]
             cache[net, backend] = out
         return cache[net, backend]
@@ -234,6 +236,7 @@ def test_qvanilla_kernels_on_board_equal_the_host(tmp_path, board):
     assert len(expected) > 10_000 and (tmp_path / "board.bin").read_bytes() == expected
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("board", list(boards.BOARDS))
 def test_systick_counts_instructions(tmp_path, board):
     """c_runtime/board/calibrate.c: a loop of a known number of instructions, counted by SysTick

@@ -5,7 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import MODELS, assert_one_line_error
+
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick runs this module whole
 
 TVM_EXTENSION = Path(sys.executable).parent / "tvm-extension"
 

@@ -7,6 +7,8 @@ import pytest
 
 from tvm_extension.testing import clib
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick runs this module whole
+
 LIBRARY = """#include <limits.h>
 float read_at(const float* p, int i) { return p[i]; }
 int add(int a, int b) { return a + b; }

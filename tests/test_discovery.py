@@ -10,6 +10,8 @@ import pytest
 from conftest import ROOT, VANILLA_EXT, without_example_backends
 from tvm_extension import api
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick runs this module whole
+
 EXTENSION_SOURCE = """
 from tvm_extension.api import TVMExtension
 from tvm.relay.backend.contrib.uma.backend import UMABackend

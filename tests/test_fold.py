@@ -2,6 +2,7 @@
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+import pytest
 
 from conftest import VANILLA_EXT, assert_close, kernel_calls, onnxruntime_reference, run_tvmc, tvm_cpu_reference
 from tvm_extension.testing.models import float_model
@@ -38,6 +39,7 @@ def conv_bn_model(path):
     return path
 
 
+@pytest.mark.quick
 def test_conv_batch_norm_is_one_call(tmp_path):
     model = conv_bn_model(tmp_path / "conv_bn.onnx")
     out = tmp_path / "o.tar"

@@ -4,6 +4,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 from conftest import MODELS, VANILLA_EXT, assert_close, kernel_calls, run_tvmc, tflite_reference
 from tvm_extension.testing.model_zoo import fetch
@@ -49,6 +50,7 @@ def test_load_partition_compile_run(tmp_path):
     assert_close(got, tflite_reference(model, inputs)[0], what="python flow vs TFLite")
 
 
+@pytest.mark.quick
 def test_partition_rejects_other_types():
     script = (
         "from uma_vanilla import VanillaAcceleratorBackend\n"
@@ -61,6 +63,7 @@ def test_partition_rejects_other_types():
     assert "takes an IRModule, an (IRModule, params) pair or a TVMCModel, not str" in done.stdout, done.stderr
 
 
+@pytest.mark.quick
 def test_tvmc_run_on_host(tmp_path):
     out = tmp_path / "cnn.tar"
     done = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", VANILLA_EXT,
@@ -83,6 +86,7 @@ def test_tvmc_run_on_host(tmp_path):
     assert [int(float(x)) for x in labels] == list(top), done.stdout
 
 
+@pytest.mark.quick
 def test_registration_leaves_the_backend_unchanged():
     """Registering adds nothing to a backend's own pass lists: two instances stay alike."""
     script = textwrap.dedent("""

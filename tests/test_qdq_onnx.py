@@ -108,6 +108,7 @@ def fake_quantized_model(path, group=1):
     return path
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("target", TARGETS)
 def test_fake_quantized_graph(tmp_path, target):
     """Weights quantized in the graph (qnn.quantize of a constant after FakeQuantizationToInteger)
@@ -123,6 +124,7 @@ def test_fake_quantized_graph(tmp_path, target):
                      [{"input": rng.standard_normal(shapes["input"]).astype(np.float32)} for _ in range(2)])
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("target", TARGETS)
 def test_refused_nchw_conv_tells_why(tmp_path, target):
     """A conv the kernel cannot compute stays NCHW; the report says why the kernel refused it

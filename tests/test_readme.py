@@ -31,6 +31,7 @@ RUN, SHOWN = ("sh", "python"), ("text", "c", "toml")
 CHEAPER = {
     # the suite itself: CI runs it; running it from inside itself would recurse
     "scripts/test.sh     # the test suite (what CI runs)": "",
+    "scripts/test.sh --quick   # the inner loop: every framework module and example backend at least once": "",
     # two random graphs instead of 2000: the command, the variables and the nested set-up are what is checked
     "TVM_EXTENSION_PROPERTY_EXAMPLES=2000": "TVM_EXTENSION_PROPERTY_EXAMPLES=2",
     # two points instead of nine: the options, the engine and the outputs are what is checked

@@ -115,6 +115,7 @@ def relay_traces(layer, core):
     return traces
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("layer, core", LAYERS, ids=["int8", "float"])
 def test_the_same_calls_as_the_relay_engines_schedule(tmp_path, layer, core):
     """Every plan (stream, rows, columns, weights, blocks, blocks_stream; im2col DMA, whole input

@@ -57,6 +57,7 @@ def cnn_library(tmp_path_factory):
     return work / "cnn.so", done.stdout
 
 
+@pytest.mark.quick
 def test_convs_become_calls_of_vanillas_c_api(cnn_library):
     library, report = cnn_library
     # Three of the four convs fit Vanilla; the dilated one stays on the CPU, said with its reason.
@@ -66,6 +67,7 @@ def test_convs_become_calls_of_vanillas_c_api(cnn_library):
     assert call_sites(library) == 3
 
 
+@pytest.mark.quick
 def test_outputs_agree_with_onnx_reference(cnn_library, tmp_path):
     library, _ = cnn_library
     x = np.random.default_rng(24).standard_normal((1, 3, 16, 16)).astype(np.float32)
@@ -188,6 +190,7 @@ def test_a_scaffolded_backend_compiles_on_both_engines(tmp_path):
     (["--target", "vanilla_accelerator", "--target-vanilla_accelerator-max_kernel_size=9"],
      "error: target 'vanilla_accelerator': attribute 'max_kernel_size' must be between 1 and 8, got 9"),
 ])
+@pytest.mark.quick
 def test_user_errors_are_one_line(tmp_path, args, message):
     if "--target" not in args:
         args = [*args, "--target", "vanilla_accelerator"]

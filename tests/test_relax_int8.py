@@ -18,6 +18,9 @@ from test_relax_engine import RELAX_PYTHON, patterns_matched, relax_engine, repo
 from tvm_extension.mlf import build
 from tvm_extension.testing import fetch
 
+# the DS-CNN fixture: compiled once (pytest-xdist runs the module in one worker)
+pytestmark = pytest.mark.xdist_group("relax_int8")
+
 QVANILLA_EXT = ROOT / "uma_qvanilla"
 KERNELS = ("qvanilla_conv2d_nhwc_packed_s8_linked", "qvanilla_depthwise_conv2d_nhwc_packed_s8_linked")
 CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D")

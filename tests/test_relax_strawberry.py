@@ -87,6 +87,7 @@ compile_model(sys.argv[1], "strawberry", sys.argv[2], [sys.argv[3]])
 """
 
 
+@pytest.mark.quick
 def test_a_refused_call_stops_the_inference_in_one_line(tmp_path):
     """The mock refuses the first engine call (its weights were never transferred); no later call
     is made, and the run fails in one line with the model's reason above it."""

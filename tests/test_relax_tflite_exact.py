@@ -69,6 +69,7 @@ def test_operators_after_a_convolution(models, tmp_path, name, made_exact):  # n
         assert differing(tmp_path / "m.so", model, inputs, tmp_path) == 0, name
 
 
+@pytest.mark.quick
 def test_operators_alone_over_their_domain(models, tmp_path):  # noqa: F811
     """MUL on all 65536 pairs of int8 values; LOGISTIC and TANH on every int8 value; MEAN on random ones."""
     from tflite_runtime.interpreter import Interpreter
@@ -86,6 +87,7 @@ def test_operators_alone_over_their_domain(models, tmp_path):  # noqa: F811
         assert differing(tmp_path / f"{name}.so", model, dict(zip(names, arrays)), tmp_path) == 0, name
 
 
+@pytest.mark.quick
 def test_onnx_model_refuses_the_flag(tmp_path):
     from conftest import ROOT
 

@@ -59,6 +59,7 @@ def test_source_date_epoch_is_the_time_in_the_archive(tmp_path):
     assert metadata["modules"]["default"]["export_datetime"] == "2023-11-14 22:13:20Z"
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("value", ["yesterday", "-1"])
 def test_a_malformed_source_date_epoch_stops_tvmc(tmp_path, value):
     out = tmp_path / "m.tar"
@@ -68,6 +69,7 @@ def test_a_malformed_source_date_epoch_stops_tvmc(tmp_path, value):
     assert not out.exists()
 
 
+@pytest.mark.quick
 def test_attribute_maps_sorted_through_nesting_and_quotes():
     """The Relay text rewrite sorts keys at every level and leaves strings and arrays whole."""
     text = 'f(%x, Stage={"b"=[1, 2], "a"="x, \\"y\\"={", "c"={"z"={"q"=1, "p"=2}, "y"=(3, 4)}}) /* ty={x} */'

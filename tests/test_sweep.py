@@ -25,6 +25,9 @@ from tvm_extension.sweep.__main__ import main as sweep_main
 from tvm_extension.sweep.grid import GridError, values
 from tvm_extension.testing import assert_one_line_error, onnx_reference, qdq_model, run_tvmc
 
+# the sweeps fixture and the Ray clusters: one worker starts them (pytest-xdist runs the module in one worker)
+pytestmark = pytest.mark.xdist_group("sweep")
+
 CNN = str(MODELS / "cnn.onnx")
 
 
@@ -212,6 +215,7 @@ USER_ERRORS = [
 ]
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("command, args, message", [(["tvm_extension.sweep"], *USER_ERRORS[0]),
                                                     (["tvm_extension", "sweep"], *USER_ERRORS[-1])])
 def test_user_errors_in_one_line_before_anything_runs(tmp_path, command, args, message):
@@ -231,6 +235,7 @@ def test_bad_grids_rejected_before_anything_runs(tmp_path, capsys, args, message
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
 
 
+@pytest.mark.quick
 def test_ranges_and_pareto_front():
     assert values("16K..512K*2", "a") == [16384 << i for i in range(6)]
     assert values("4..32+4", "a") == [4, 8, 12, 16, 20, 24, 28, 32]
@@ -246,6 +251,7 @@ def fails_on_three(value):
     return value * 10
 
 
+@pytest.mark.quick
 def test_the_process_pool_stands_in_for_ray():
     """Without Ray, the same interface: results as they come, a task's exception returned."""
     pool = engine.LocalEngine(workers=2)
@@ -300,6 +306,7 @@ def test_board_points_record_what_a_direct_board_run_measures(tmp_path):
     assert "## On the board" in (tmp_path / "out" / "report.md").read_text()
 
 
+@pytest.mark.quick
 def test_a_graph_drawing_says_where_each_operator_runs():
     """The drawing's nodes are the offload report's: cnn.onnx on Vanilla with a 3x3 window buffer
     offloads two conv functions, refuses the dilated conv and the 5x5 one with their reasons."""
@@ -315,6 +322,7 @@ def test_a_graph_drawing_says_where_each_operator_runs():
     assert [n.inputs for n in nodes] == [[]] + [[i] for i in range(8)]
 
 
+@pytest.mark.quick
 def test_an_edited_backend_is_computed_again(tmp_path, monkeypatch):
     """The cache key holds a digest of the backend package's sources: editing its C library (or
     its passes) makes its points new; the same sources find the same points."""

@@ -18,6 +18,9 @@ from tvm_extension.tflite_exact.fixed_point import quantize_multiplier
 from tvm_extension.tflite_exact.softmax import exp_on_negative_values, rdbpot, softmax_parameters, srdhm
 from tvm_extension.kit.quantization import fixed_point_multiplier
 
+# the networks fixture: compiled once (pytest-xdist runs the module in one worker)
+pytestmark = pytest.mark.xdist_group("tflite_exact")
+
 QVANILLA = ["--target", "qvanilla", "--experimental-tvm-extension", VANILLA_EXT]
 CHOCOLATE = ["--target", "chocolate", "--experimental-tvm-extension", VANILLA_EXT]
 QVANILLA_CALL = r"qvanilla_(?:depthwise_)?conv2d_nhwc_packed_s8"

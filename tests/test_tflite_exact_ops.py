@@ -20,6 +20,9 @@ from tvm_extension.tflite_exact.elementwise import mul_multiplier
 from tvm_extension.tflite_exact.fixed_point import quantize_multiplier
 from tvm_extension.tflite_exact.tables import logistic_table, tanh_table
 
+# the models fixture: made once (pytest-xdist runs the module in one worker)
+pytestmark = pytest.mark.xdist_group("tflite_exact_ops")
+
 PLAIN_C = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api",
            "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
 
@@ -187,6 +190,7 @@ def _multiply_by_quantized_multiplier(x, multiplier, shift):
     return (high >> exponent) + ((high & mask) > (mask >> 1) + (high < 0))
 
 
+@pytest.mark.quick
 def test_mul_multiplier_is_the_float32_scale_product(models, tmp_path):
     """TFLite's MUL computes ``s1 * s2 / s_out`` in float32 (float scales): with an output scale
     (patched into the model) for which the double product's multiplier gives another result

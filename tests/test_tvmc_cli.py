@@ -10,6 +10,7 @@ EXT = ["--experimental-tvm-extension", VANILLA_EXT]
 CNN = MODELS / "cnn.onnx"
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("module", [False, True], ids=["tvmc-script", "python-m"])
 def test_help_lists_flag_and_target_attributes(module):
     done = run_tvmc("compile", "--help", *EXT, module=module)
@@ -42,6 +43,7 @@ def test_pythonpath_replaces_flag(tmp_path):
     assert kernel_calls(out) == 3
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("how", ["option", "target-string"])
 def test_target_attribute_reaches_backend(tmp_path, how):
     out = tmp_path / "o.tar"
@@ -66,6 +68,7 @@ def test_unknown_attribute(tmp_path):
     assert_one_line_error(done, "no attribute 'speed'", "max_kernel_size")
 
 
+@pytest.mark.quick
 def test_unknown_target(tmp_path):
     done = run_tvmc("compile", "--target", "vanila_accelerator", *EXT, CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
     assert_one_line_error(done, "unknown target 'vanila_accelerator'", "vanilla_accelerator")
@@ -125,6 +128,7 @@ def test_same_extension_twice_is_not_a_clash(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.quick
 def test_merged_codegen_registry():
     """TVMC's own lookups see built-in composite targets and extension backends alike."""
     import subprocess
@@ -169,6 +173,7 @@ def test_config_file_gets_the_embedded_defaults(tmp_path):
     assert_one_line_error(done, "AOT executor with the unpacked API")
 
 
+@pytest.mark.quick
 def test_verbose_logs_discovery_defaults_and_stages(tmp_path):
     done = run_tvmc("-v", "compile", "--target", "vanilla_accelerator", *EXT, CNN, "-f", "mlf", "-o", tmp_path / "o.tar")
     assert done.returncode == 0, done.stderr
@@ -259,6 +264,7 @@ def test_versions():
     assert done.returncode == 0 and done.stdout.startswith(ours), done.stdout + done.stderr
 
 
+@pytest.mark.quick
 def test_list_says_what_compile_says(tmp_path):
     """Two folders defining the same extension module: compile refuses, list reports the same line."""
     import subprocess

@@ -7,6 +7,7 @@ import tarfile
 import textwrap
 
 import numpy as np
+import pytest
 
 from conftest import MODELS, VANILLA_EXT, assert_close, assert_one_line_error, kernel_calls, onnx_reference, run_tvmc
 from tvm_extension.testing.model_zoo import fetch
@@ -24,6 +25,7 @@ def _members(archive):
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
+@pytest.mark.quick
 def test_dump_code_writes_every_generated_c_file_beside_the_output(tmp_path):
     out = tmp_path / "out.tar"
     done = _compile(out, "--dump-code", "relay,c")
@@ -46,6 +48,7 @@ def test_dump_code_of_what_c_targets_do_not_generate_is_refused(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.quick
 def test_dump_offloads_names_the_extension_target(tmp_path):
     done = _compile(tmp_path / "out.tar", "--dump-offloads", "-")
     assert done.returncode == 0, done.stderr

@@ -7,6 +7,7 @@ attribute and the C ``includes`` hook naming its library by absolute path.
 import textwrap
 
 import numpy as np
+import pytest
 
 from conftest import MODELS, mlf_sources, onnx_reference, run_tvmc
 from tvm_extension.testing import random_inputs
@@ -70,6 +71,7 @@ class TinyExtension(TVMExtension):
 '''
 
 
+@pytest.mark.quick
 def test_upstream_style_backend(tmp_path):
     package = tmp_path / "ext" / "tvm_extension" / "tiny"
     (package / "clib").mkdir(parents=True)
