@@ -19,6 +19,8 @@ from tvm.contrib import graph_executor
 from conftest import ROOT
 from tvm_extension.kit import conv_patterns, describe, fold, layout, limits, qconv_patterns, quantization, tiling
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick runs this module whole
+
 RNG = np.random.default_rng(7)
 FLT_MAX = conv_patterns.FLT_MAX
 
@@ -387,6 +389,19 @@ def test_offload_layout_converts_only_accepted_convs_and_keeps_the_result():
     assert tvm.ir.structural_equal(untouched["main"], mod["main"])
     probe = layout.as_kernel_layout(convs["NCHW"][0], "NHWC", "HWIO")
     assert [int(d) for d in probe.checked_type.shape] == [1, 6, 6, 4]
+
+
+@pytest.mark.parametrize("op", [relay.add, relay.maximum])
+def test_offload_layout_carries_a_constant_first_operand(op):
+    """add(c, conv) and maximum(c, conv) run in the kernel's layout, as with the constant second;
+    issue 32: swapping the operands with a TVM Array's [::-1] left none, and InferType failed."""
+    conv = float_conv(shape=(1, 4, 6, 6), padding=(1, 1))
+    body = op(relay.const(np.float32(0.5)), conv)
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function(relay.analysis.free_vars(body), body)))
+    inputs = {"data": RNG.standard_normal((1, 4, 6, 6)).astype("float32")}
+    converted = layout.offload_layout_pass(lambda conv: True, "NHWC", "HWIO")(mod)
+    assert ops(converted["main"]) == ["layout_transform", "nn.conv2d", op.__name__, "layout_transform"]
+    np.testing.assert_allclose(run_cpu(converted, inputs), run_cpu(mod, inputs), rtol=1e-5, atol=1e-5)
 
 
 def test_fold_weights_makes_cast_weights_constants():

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, seed, settings
 from hypothesis import strategies as st
 
-from conftest import VANILLA_EXT, assert_close, onnxruntime_reference, run_tvmc, tvm_cpu_reference
-from test_property_graphs import EXAMPLES, SEED, _layer, _out_size, conv_layer, float_model, offloaded_convs, qdq_model
+from conftest import VANILLA_EXT, assert_close, onnx_reference, onnxruntime_reference, run_tvmc, tvm_cpu_reference
+from test_property_graphs import (EXAMPLES, SEED, _layer, _out_size, conv_layer, float_model, int8_layer,
+                                  offloaded_convs, qdq_model)
 from tvm_extension.mlf import build
 from uma_chocolate.target import ATTR_RANGES as CHOCOLATE_RANGES
 from uma_strawberry.tiling import ATTR_RANGES as STRAWBERRY_RANGES
@@ -35,9 +36,9 @@ def SETTINGS(test):
 
 
 @st.composite
-def wide_layer(draw, channels, height, width):
+def wide_layer(draw, channels, height, width, **kwargs):
     """test_property_graphs' conv layer, often with explicit pads up to two past the window."""
-    layer = draw(conv_layer(channels, height, width))
+    layer = draw(conv_layer(channels, height, width, **kwargs))
     if draw(st.booleans()):
         kh, kw = layer["kernel"]
         pads = [draw(st.integers(0, k + 2)) for k in (kh, kw, kh, kw)]
@@ -53,10 +54,7 @@ def graph(draw, int8):
     channels, height, width = draw(st.integers(1, 6)), draw(st.integers(1, 10)), draw(st.integers(1, 10))
     layers, shape = [], (channels, height, width)
     for _ in range(draw(st.integers(1, 2))):
-        layer = draw(wide_layer(*shape))
-        if int8:  # as test_property_graphs.qdq_graph
-            layer.update(dilation=1, per_channel=draw(st.booleans()), relu=draw(st.booleans()),
-                         input_zp=draw(st.integers(-20, 20)), output_zp=draw(st.integers(-20, 20)))
+        layer = draw(int8_layer(*shape, layer=wide_layer) if int8 else wide_layer(*shape))
         layers.append(layer)
         shape = layer["shape"]
     return dict(input=(1, channels, height, width), layers=layers, seed=draw(st.integers(0, 2**16)))
@@ -101,26 +99,28 @@ def compile_for(target, attrs, model, out):
     return done
 
 
-def check_float(target, spec, attrs, tmp_path):
-    """Offloaded or not, every conv runs (status 0) and the output matches ONNX Runtime."""
+def check_float(target, spec, attrs, tmp_path, reference=onnxruntime_reference):
+    """Offloaded or not, every conv runs (status 0) and the output matches ONNX Runtime (or
+    ``reference``); returns the offload report."""
     model = float_model(spec, tmp_path / "model.onnx")
     done = compile_for(target, attrs, model, tmp_path / "model.tar")
     x = np.random.default_rng(spec["seed"]).standard_normal(spec["input"]).astype(np.float32)
     got = build(tmp_path / "model.tar", tmp_path / "build").run({"input": x})[0]["output"]
-    (reference,) = onnxruntime_reference(model, {"input": x})
-    assert_close(got, reference, what=f"{spec} {attrs}")
-    return offloaded_convs(done.stdout, target)
+    (expected,) = reference(model, {"input": x})
+    assert_close(got, expected, what=f"{spec} {attrs}")
+    return done.stdout
 
 
 def check_int8(target, spec, attrs, tmp_path):
-    """Offloaded or not, every conv runs (status 0) and the output equals TVM's CPU build's."""
+    """Offloaded or not, every conv runs (status 0) and the output equals TVM's CPU build's;
+    returns the offload report."""
     model = qdq_model(spec, tmp_path / "model.onnx")
     done = compile_for(target, attrs, model, tmp_path / "model.tar")
     x = np.random.default_rng(spec["seed"]).integers(-128, 128, spec["input"]).astype(np.int8)
     got = build(tmp_path / "model.tar", tmp_path / "build").run({"input": x})[0]["output"]
     (reference,) = tvm_cpu_reference(model, {"input": x}, integer_graph=True)
     assert np.array_equal(got, reference), f"not bit-exact: {spec} {attrs}"
-    return offloaded_convs(done.stdout, target, "qnn.conv2d")
+    return done.stdout
 
 
 @SETTINGS
@@ -155,6 +155,7 @@ def test_chocolate_float_runs_what_it_offloads(spec, attrs, tmp_path_factory):
 
 # --- The reported cases -----------------------------------------------------------------------
 
+@pytest.mark.quick
 def test_vanilla_9x9_depthwise_at_the_largest_max_kernel_size(tmp_path):
     """max_kernel_size at its maximum let a 9x9 depthwise conv through, which the kernel refused
     (81 taps, VANILLA_ETAPS); an 8x8 one (64 taps) is offloaded and runs."""
@@ -164,9 +165,11 @@ def test_vanilla_9x9_depthwise_at_the_largest_max_kernel_size(tmp_path):
         spec = dict(input=(1, 3, 12, 12), layers=[layer], seed=5)
         work = tmp_path / f"k{kernel[0]}"
         work.mkdir()
-        assert check_float("vanilla_accelerator", spec, {"max_kernel_size": largest}, work) == offloaded
+        report = check_float("vanilla_accelerator", spec, {"max_kernel_size": largest}, work)
+        assert offloaded_convs(report, "vanilla_accelerator") == offloaded
 
 
+@pytest.mark.quick
 def test_chocolate_2x1_window_with_top_pad_3(tmp_path):
     """A pad of the window's size or more (here 3 above a 2x1 window) is not the core's: the conv
     stays on the CPU (the C refused it at run time: CHOCOLATE_ELAYER); a pad of 1 is offloaded."""
@@ -176,4 +179,43 @@ def test_chocolate_2x1_window_with_top_pad_3(tmp_path):
         spec = dict(input=(1, 2, 6, 6), layers=[layer], seed=6)
         work = tmp_path / f"top{top}"
         work.mkdir()
-        assert check_int8("chocolate", spec, {}, work) == offloaded
+        assert offloaded_convs(check_int8("chocolate", spec, {}, work), "chocolate", "qnn.conv2d") == offloaded
+
+
+def test_chocolate_tiles_and_strides_that_share_a_factor_7(tmp_path):
+    """A 1x7 window on 70-deep tiles (found by the float property test, seed 32) and a stride of 7
+    on 14-row tiles stopped the compile in TVM's simplifier ("Literal value 8589934591 exceeds
+    maximum of int32"); both are offloaded and run."""
+    cases = [((1, 1, 2), _layer(out=1, kernel=(1, 7), pads="SAME_UPPER", shape=(1, 1, 2)),
+              dict(tile_m=2, tile_n=2, tile_k=70, dma_bytes_per_cycle=1, dma_setup_cycles=0, scratchpad_bytes=1136)),
+             ((1, 22, 1), _layer(out=3, kernel=(1, 1), stride=(7, 1), pads=[0, 0, 0, 0], shape=(3, 4, 1)),
+              dict(tile_m=14, tile_k=14))]
+    for i, (shape, layer, attrs) in enumerate(cases):
+        work = tmp_path / str(i)
+        work.mkdir()
+        report = check_float("chocolate", dict(input=(1, *shape), layers=[layer], seed=7), attrs, work)
+        assert offloaded_convs(report, "chocolate") == 1, report
+
+
+# Issue 32: a depthwise 1x1 conv -> LeakyRelu -> a dense 2x8 conv -> Add(scalar constant, conv) ->
+# Relu.  On Chocolate the layout conversion swapped the Add's operands with a TVM Array's [::-1],
+# which gives no operands at all: "the function is provided too few arguments expected 2, found 0".
+ISSUE_32 = dict(input=(1, 12, 9, 4), seed=32, layers=[
+    _layer(group=12, out=12, kernel=(1, 1), pads="SAME_LOWER", bias=True, after="leaky_relu", shape=(12, 9, 4),
+           per_channel=True, relu=False, input_zp=5, output_zp=-3),
+    _layer(out=4, kernel=(2, 8), pads="SAME_UPPER", bias=True, after="add_const_first", constant="scalar",
+           then_relu=True, shape=(4, 9, 4), per_channel=True, relu=False, input_zp=-3, output_zp=-7)])
+
+
+@pytest.mark.parametrize("target, offloaded", [("vanilla_accelerator", 2), ("strawberry", 2), ("chocolate", 1),
+                                               ("qvanilla", 2)])
+def test_depthwise_leaky_relu_then_conv_add_scalar_relu(target, offloaded, tmp_path):
+    """Every target compiles it: float within 1e-4 of onnx.reference, QVanilla's QDQ form bit for
+    bit with TVM's CPU build; Chocolate leaves the depthwise conv on the CPU, saying why."""
+    if target == "qvanilla":
+        report, conv = check_int8(target, ISSUE_32, {}, tmp_path), "qnn.conv2d"
+    else:
+        report, conv = check_float(target, ISSUE_32, {}, tmp_path, reference=onnx_reference), "nn.conv2d"
+    assert offloaded_convs(report, target, conv) == offloaded, report
+    if target == "chocolate":
+        assert "not offloaded: nn.conv2d: depthwise (not a matrix product; stays on the CPU) x1" in report, report

@@ -2,11 +2,12 @@
 
 Float graphs (Vanilla): 1-3 convs of random channels, map sizes (1xN included), kernels 1-9
 (even and non-square), strides 1-3, explicit asymmetric pads or auto_pad, dilation, dense,
-depthwise or grouped, with or without bias, each followed by Relu, Clip, PRelu, an Add of a
-constant of any broadcast shape (either operand order) or nothing; compared with ONNX Runtime.
-Int8 graphs (QVanilla): the same convs as ONNX QDQ, per-tensor or per-channel, compared bit
-for bit with TVM's own CPU build.  Every conv the kernel computes must be offloaded; the rest
-stays on the CPU; the compile never fails.
+depthwise or grouped, with or without bias, each followed by Relu, Clip, PRelu, LeakyRelu, an
+Add of a constant of any broadcast shape (either operand order, then a Relu or not) or nothing;
+compared with ONNX Runtime.  Int8 graphs (QVanilla): the same convs as ONNX QDQ, per-tensor or
+per-channel, without dilation, then a LeakyRelu, an Add of a constant (then a Relu or not) or
+nothing, each quantized again; compared bit for bit with TVM's own CPU build.  Every conv the
+kernel computes must be offloaded; the rest stays on the CPU; the compile never fails.
 
 The default run is short and deterministic (derandomized); for thousands of graphs, other
 ones each time a different seed is given:
@@ -36,7 +37,9 @@ def SETTINGS(test):
     return _SETTINGS(seed(int(SEED))(test) if SEED is not None else test)
 
 
-AFTER = ["none", "relu", "clip", "prelu", "add_const_first", "add_const_last"]
+AFTER = ["none", "relu", "clip", "prelu", "leaky_relu", "add_const_first", "add_const_last"]
+INT8_AFTER = ["none", "leaky_relu", "add_const_first", "add_const_last"]  # QDQ: each quantized again
+LEAKY_ALPHA = 0.3
 CONSTANT_SHAPES = ["scalar", "one", "channel", "channel_3d", "full"]
 
 
@@ -48,13 +51,14 @@ def _out_size(size, kernel, stride, dilation, pads):
 
 
 @st.composite
-def conv_layer(draw, channels, height, width):
+def conv_layer(draw, channels, height, width, dilations=(1, 1, 1, 2)):
+    """A conv and what follows it (``after``; ``then_relu``: a Relu after an Add of a constant)."""
     kind = draw(st.sampled_from(["dense", "dense", "depthwise", "grouped"] if channels % 2 == 0 else ["dense", "depthwise"]))
     group = {"dense": 1, "depthwise": channels, "grouped": 2}[kind]
     out = channels if kind == "depthwise" else group * draw(st.integers(1, 4))
     kh, kw = draw(st.integers(1, 9)), draw(st.integers(1, 9))
     stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    dilation = draw(st.sampled_from([1, 1, 1, 2]))
+    dilation = draw(st.sampled_from(dilations))
     auto = ["SAME_UPPER", "SAME_LOWER"] if dilation == 1 else []  # ONNX Runtime: no SAME with dilation
     pads = draw(st.sampled_from(auto + ["VALID", "explicit", "explicit"]))
     if pads == "explicit":
@@ -62,9 +66,22 @@ def conv_layer(draw, channels, height, width):
     oh = _out_size(height, kh, stride[0], dilation, pads if isinstance(pads, str) else (pads[0], pads[2]))
     ow = _out_size(width, kw, stride[1], dilation, pads if isinstance(pads, str) else (pads[1], pads[3]))
     assume(oh >= 1 and ow >= 1)
+    after = draw(st.sampled_from(AFTER))
     return dict(group=group, out=out, kernel=(kh, kw), stride=stride, dilation=dilation, pads=pads,
-                bias=draw(st.booleans()), after=draw(st.sampled_from(AFTER)),
-                constant=draw(st.sampled_from(CONSTANT_SHAPES)), shape=(out, oh, ow))
+                bias=draw(st.booleans()), after=after, constant=draw(st.sampled_from(CONSTANT_SHAPES)),
+                then_relu=after.startswith("add_const") and draw(st.booleans()), shape=(out, oh, ow))
+
+
+@st.composite
+def int8_layer(draw, channels, height, width, layer=conv_layer):
+    """``layer`` (a conv_layer strategy) without dilation, with what an int8 one has: quantization,
+    a Relu before the conv's quantize, and ``after`` among INT8_AFTER."""
+    drawn = draw(layer(channels, height, width, dilations=(1,)))
+    after = draw(st.sampled_from(INT8_AFTER))
+    drawn.update(per_channel=draw(st.booleans()), relu=draw(st.booleans()), input_zp=draw(st.integers(-20, 20)),
+                 output_zp=draw(st.integers(-20, 20)), after=after,
+                 then_relu=after.startswith("add_const") and draw(st.booleans()))
+    return drawn
 
 
 @st.composite
@@ -133,12 +150,17 @@ def float_model(spec, path):
                               layer["shape"], rng)
             inits.append(numpy_helper.from_array(slope, f"s{i}"))
             nodes.append(helper.make_node("PRelu", [x, f"s{i}"], [f"a{i}"]))
+        elif after == "leaky_relu":
+            nodes.append(helper.make_node("LeakyRelu", [x], [f"a{i}"], alpha=LEAKY_ALPHA))
         elif after.startswith("add_const"):
             inits.append(numpy_helper.from_array(_constant(layer["constant"], layer["shape"], rng), f"k{i}"))
             operands = [f"k{i}", x] if after == "add_const_first" else [x, f"k{i}"]
             nodes.append(helper.make_node("Add", operands, [f"a{i}"]))
         if after != "none":
             x = f"a{i}"
+        if layer.get("then_relu"):
+            nodes.append(helper.make_node("Relu", [x], [f"r{i}"]))
+            x = f"r{i}"
         channels = layer["out"]
     return save_model(nodes, x, inits, TensorProto.FLOAT, spec, path)
 
@@ -182,7 +204,7 @@ def test_random_float_conv_graphs(spec, tmp_path_factory):
 
 def _layer(**overrides):
     layer = dict(group=1, out=4, kernel=(3, 3), stride=(1, 1), dilation=1, pads=[1, 1, 1, 1], bias=False,
-                 after="none", constant="one", shape=(4, 8, 8))
+                 after="none", constant="one", then_relu=False, shape=(4, 8, 8))
     layer.update(overrides)
     return layer
 
@@ -215,9 +237,7 @@ def qdq_graph(draw):
     channels, height, width = draw(st.integers(1, 8)), draw(st.integers(1, 10)), draw(st.integers(1, 10))
     layers, shape = [], (channels, height, width)
     for _ in range(draw(st.integers(1, 2))):
-        layer = draw(conv_layer(*shape))
-        layer.update(dilation=1, per_channel=draw(st.booleans()), relu=draw(st.booleans()),
-                     input_zp=draw(st.integers(-20, 20)), output_zp=draw(st.integers(-20, 20)))
+        layer = draw(int8_layer(*shape))
         layers.append(layer)
         shape = layer["shape"]
     return dict(input=(1, channels, height, width), layers=layers, seed=draw(st.integers(0, 2**16)))
@@ -252,9 +272,31 @@ def qdq_model(spec, path):
             nodes.append(helper.make_node("Relu", [y], [f"yr{i}"]))
             y = f"yr{i}"
         scale = np.float32(rng.uniform(0.05, 0.3))
-        nodes.append(helper.make_node("QuantizeLinear", [y, const(scale, f"sy{i}"),
-                                                         const(np.int8(layer["output_zp"]), f"zy{i}")], [f"q{i}"]))
+        zy = const(np.int8(layer["output_zp"]), f"zy{i}")
+        nodes.append(helper.make_node("QuantizeLinear", [y, const(scale, f"sy{i}"), zy], [f"q{i}"]))
         x, channels = f"q{i}", out
+        if layer["after"] != "none":  # dequantized, computed, quantized again
+            nodes.append(helper.make_node("DequantizeLinear", [x, f"sy{i}", zy], [f"af{i}"]))
+            if layer["after"] == "leaky_relu":
+                nodes.append(helper.make_node("LeakyRelu", [f"af{i}"], [f"ay{i}"], alpha=LEAKY_ALPHA))
+            else:
+                k = _constant(layer["constant"], layer["shape"], rng)
+                sk = np.float32(max(np.abs(k).max(), 1e-3) / 127)
+                kq = np.clip(np.round(k / sk), -127, 127).astype(np.int8)
+                nodes.append(helper.make_node("DequantizeLinear", [const(kq, f"k{i}"), const(sk, f"sk{i}"),
+                                                                   const(np.int8(0), f"zk{i}")], [f"kf{i}"]))
+                operands = [f"kf{i}", f"af{i}"] if layer["after"] == "add_const_first" else [f"af{i}", f"kf{i}"]
+                nodes.append(helper.make_node("Add", operands, [f"ay{i}"]))
+                if layer["then_relu"]:
+                    nodes.append(helper.make_node("Relu", [f"ay{i}"], [f"ar{i}"]))
+            last = f"ar{i}" if layer["then_relu"] else f"ay{i}"
+            # Its own scale (the zero point stays, the next layer reads it).  TVM 0.16's
+            # FakeQuantizationToInteger cannot rewrite LeakyRelu (it calls qnn.leaky_relu with 6
+            # arguments, the wrapper takes 4): it runs in float on the CPU, and with the conv's scale
+            # its results fall on exact ties, which LLVM (the reference) and gcc round apart.
+            scale = np.float32(rng.uniform(0.05, 0.3))
+            nodes.append(helper.make_node("QuantizeLinear", [last, const(scale, f"sa{i}"), zy], [f"aq{i}"]))
+            x = f"aq{i}"
         if i + 1 < len(spec["layers"]):
             spec["layers"][i + 1]["input_zp"] = layer["output_zp"]  # the next layer reads this tensor
     return save_model(nodes, x, inits, TensorProto.INT8, spec, path)

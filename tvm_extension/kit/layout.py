@@ -161,8 +161,10 @@ class _OffloadLayout(_FoldWeights):
             return self._transpose(new)
         if (new.op.name in ("add", "maximum") and isinstance(new.args[0], relay.Constant)
                 and _is_back_transform(new.args[1], self.layout)):
-            new, call = (relay.Call(new.op, new.args[::-1], new.attrs, new.type_args, new.span),
-                         relay.Call(call.op, call.args[::-1], call.attrs))  # constant first: commutative
+            # Constant first: commutative, so swapped.  Not with args[::-1]: a TVM Array's slice
+            # ignores a negative step and gives no arguments at all.
+            new, call = (relay.Call(new.op, [new.args[1], new.args[0]], new.attrs, new.type_args, new.span),
+                         relay.Call(call.op, [call.args[1], call.args[0]], call.attrs))
         back = new.args[0] if new.args and _is_back_transform(new.args[0], self.layout) else None
         if back is None:
             return new

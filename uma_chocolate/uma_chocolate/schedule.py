@@ -332,6 +332,14 @@ def register_intrinsics(core: Core, plan: Plan) -> Dict[str, str]:
     return names
 
 
+def _wide(index):
+    """``index`` in int64, to be compared: TVM 0.16's canonical simplifier rewrites a comparison of
+    a sum of loop variables whose coefficients share a divisor of 2**63 - 1 (7, 73, 127: tiles of
+    14, strides of 7) with a literal near 2**63 / that divisor, which no int32 holds ("Literal value
+    8589934591 exceeds maximum of int32"; fixed upstream in apache/tvm#16704)."""
+    return tir.Cast("int64", index)
+
+
 def gemm_compute(layer: ConvLayer, core: Core, shapes):
     """The layer's TE over placeholders shaped as the function's buffers (input, weights
     [depth][channels], channel table [3][channels], output [rows][channels]).  A and B are
@@ -352,12 +360,13 @@ def gemm_compute(layer: ConvLayer, core: Core, shapes):
         ky, rest = k // (layer.kw * layer.ic), k % (layer.kw * layer.ic)
         kx, c = rest // layer.ic, rest % layer.ic
         iy, ix = y * layer.stride_h - layer.pad_top + ky, x * layer.stride_w - layer.pad_left + kx
-        inside = tir.all(m < rows, k < depth, iy >= 0, iy < layer.ih, ix >= 0, ix < layer.iw)
+        w = _wide
+        inside = tir.all(w(m) < rows, w(k) < depth, w(iy) >= 0, w(iy) < layer.ih, w(ix) >= 0, w(ix) < layer.iw)
         return tir.if_then_else(inside, data[(*batch, iy, ix, c)], pad)
 
     a = te.compute((mo, ko, tm, tk), lambda i, r, ii, rr: im2col(i * tm + ii, r * tk + rr), name="A")
     b = te.compute((ko, no, tk, tn), lambda r, j, rr, jj: tir.if_then_else(
-        tir.all(r * tk + rr < depth, j * tn + jj < channels), weights[r * tk + rr, j * tn + jj],
+        tir.all(_wide(r * tk + rr) < depth, _wide(j * tn + jj) < channels), weights[r * tk + rr, j * tn + jj],
         tir.const(0, dtype)), name="B")
     r = te.reduce_axis((0, ko * tk), name="k")
     c = te.compute((mo * tm, no * tn), lambda m, n: te.sum(
