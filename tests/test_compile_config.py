@@ -81,7 +81,6 @@ def _run_pair(tmp_path, names):
     return out
 
 
-@pytest.mark.quick
 @pytest.mark.parametrize("names", [["vanilla3", "vanilla7"], ["strawberry16k", "strawberry64k"]], ids=["vanilla", "strawberry"])
 def test_two_attribute_sets_in_one_process_and_in_two_threads(tmp_path, names):
     out = _run_pair(tmp_path, names)

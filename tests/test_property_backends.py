@@ -207,6 +207,7 @@ ISSUE_32 = dict(input=(1, 12, 9, 4), seed=32, layers=[
            then_relu=True, shape=(4, 9, 4), per_channel=True, relu=False, input_zp=-3, output_zp=-7)])
 
 
+@pytest.mark.quick  # the four backends on one small graph
 @pytest.mark.parametrize("target, offloaded", [("vanilla_accelerator", 2), ("strawberry", 2), ("chocolate", 1),
                                                ("qvanilla", 2)])
 def test_depthwise_leaky_relu_then_conv_add_scalar_relu(target, offloaded, tmp_path):

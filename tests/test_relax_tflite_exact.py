@@ -69,7 +69,6 @@ def test_operators_after_a_convolution(models, tmp_path, name, made_exact):  # n
         assert differing(tmp_path / "m.so", model, inputs, tmp_path) == 0, name
 
 
-@pytest.mark.quick
 def test_operators_alone_over_their_domain(models, tmp_path):  # noqa: F811
     """MUL on all 65536 pairs of int8 values; LOGISTIC and TANH on every int8 value; MEAN on random ones."""
     from tflite_runtime.interpreter import Interpreter
