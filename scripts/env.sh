@@ -63,10 +63,11 @@ if stale backends <(echo "$BACKEND_PROJECTS"); then
   done_step backends <(echo "$BACKEND_PROJECTS")
 fi
 # The tests also run models on emulated Cortex-M boards (tests/test_board.py): the cross
-# compiler, newlib and QEMU come from the system's packages (not for the demo).
-if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system-arm \
+# compiler, newlib and QEMU come from the system's packages (not for the demo); ccache keeps the
+# objects of the kernel libraries every test's MLF build compiles again.
+if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system-arm && command -v ccache \
     && [ -f "$(arm-none-eabi-gcc -print-file-name=rdimon.specs)" ]; } >/dev/null 2>&1; then
-  APT_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
+  APT_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm ccache"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     step "installing the Cortex-M cross compiler and QEMU (apt-get install $APT_PACKAGES)"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \

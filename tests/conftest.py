@@ -82,7 +82,25 @@ def build_cache_of_the_run(shared_folder):
     is kept."""
     if not os.environ.get(build_cache.ENV_VARIABLE):
         os.environ[build_cache.ENV_VARIABLE] = str(shared_folder / "builds")
+    use_ccache(Path(os.environ[build_cache.ENV_VARIABLE]))
     yield
+
+
+def use_ccache(cache: Path):
+    """MLF builds go through ccache (when installed and no CC is set) with its objects beside the
+    run's builds: the kernel libraries, the same in every test's MLF, compile once.  CC names a
+    one-word wrapper (TVM takes CC as one program when CXX is unset; CXX stays TVM's g++)."""
+    if os.environ.get("CC") or not shutil.which("ccache"):
+        return
+    wrapper = cache / "ccache-gcc"
+    if not wrapper.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = cache / f"ccache-gcc.{os.getpid()}"
+        partial.write_text('#!/bin/sh\nexec ccache gcc "$@"\n')
+        partial.chmod(0o755)
+        partial.replace(wrapper)
+    os.environ.update(CC=str(wrapper), CCACHE_DIR=str(cache / "ccache"))
+    os.environ.setdefault("CXX", "g++")
 
 
 @pytest.fixture(scope="session")

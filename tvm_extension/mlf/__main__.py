@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     for name in ("build", "run"):
         cmd = sub.add_parser(name)
         cmd.add_argument("mlf", type=Path, help="Model Library Format archive (tvmc compile -f mlf)")
-        cmd.add_argument("--cc", help=f"C compiler (default gcc; with --board {boards.CC})")
+        cmd.add_argument("--cc", help=f"C compiler command (default $CC, else gcc; with --board {boards.CC})")
         cmd.add_argument("--board", metavar="BOARD",
                          help="cross-build for this QEMU board and run there: "
                          + ", ".join(f"{n} ({b.core})" for n, b in boards.BOARDS.items()))
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     def compile_in(work):
         if args.board:
             return boards.build(args.mlf, work, args.board, args.cflags.split(), args.cc or boards.CC)
-        return build(args.mlf, work, args.cc or "gcc", args.cflags.split())
+        return build(args.mlf, work, args.cc, args.cflags.split())
 
     try:
         _check_paths(args)

@@ -7,10 +7,12 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import subprocess
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -147,34 +149,51 @@ def unpack(mlf: os.PathLike, work_dir: Path) -> Tuple[Path, str, List[Tensor], L
     return (tree, *_describe(tree))
 
 
-def build(mlf: os.PathLike, work_dir: os.PathLike, cc: str = "gcc", cflags: Sequence[str] = ("-O2",)) -> HostProgram:
-    """Unpack ``mlf`` into ``work_dir`` and compile it with ``cc`` into ``work_dir/model``."""
+def default_cc() -> str:
+    """The C compiler: ``$CC`` as make takes it (e.g. ``ccache gcc``), else gcc."""
+    return os.environ.get("CC", "").strip() or "gcc"
+
+
+def build(mlf: os.PathLike, work_dir: os.PathLike, cc: Optional[str] = None,
+          cflags: Sequence[str] = ("-O2",)) -> HostProgram:
+    """Unpack ``mlf`` into ``work_dir`` and compile it with ``cc`` (default ``default_cc()``; a
+    command line, so ``ccache gcc`` works) into ``work_dir/model``: one object per source, compiled
+    side by side on the machine's cores, then linked."""
+    cc = cc or default_cc()
+    # The caller's own include folders, as the caller named them (the compiler runs elsewhere).
+    cflags = [f"-I{Path(f[2:]).resolve()}" if f.startswith("-I") and len(f) > 2 else f for f in cflags]
     work_dir = Path(work_dir)
     tree, prefix, inputs, outputs = unpack(mlf, work_dir)
-    sources = sorted((tree / "codegen" / "host" / "src").glob("*.c")) + sorted((tree / "runtime" / "src").glob("*.c"))
-    includes = [f"-I{tree / 'codegen' / 'host' / 'include'}", f"-I{tree / 'runtime' / 'include'}"]
-    # A library source with its own flags (NAME.cflags beside it) is compiled on its own with them.
-    objects = []
-    for source in [s for s in sources if s.with_suffix(".cflags").is_file()]:
-        sources.remove(source)
-        objects.append(work_dir / f"{source.stem}.o")
-        extra = source.with_suffix(".cflags").read_text().split()
-        _compile(cc, [*cflags, *extra, *SECTION_GC, "-std=c11", "-c", "-o", str(objects[-1]), *includes, str(source)])
+    # Paths relative to the unpacked tree (the compiler runs there): the same library source gives
+    # the same command wherever the MLF was unpacked, so a compiler cache (ccache) reuses its object.
+    sources = [p.relative_to(tree) for p in sorted((tree / "codegen" / "host" / "src").glob("*.c"))
+               + sorted((tree / "runtime" / "src").glob("*.c"))]
+    includes = ["-Icodegen/host/include", "-Iruntime/include"]
+    # Only the harness sees the model's interface macros: the library's objects stay the same from
+    # model to model.
+    interface = [f'-DMLF_HEADER="{prefix}.h"', f"-DMLF_PREFIX={prefix}",
+                 "-DMLF_INPUT_SIZES=" + ",".join(str(t.size) for t in inputs),
+                 "-DMLF_OUTPUT_SIZES=" + ",".join(str(t.size) for t in outputs)]
+    objects_dir = work_dir.resolve() / "obj"
+    objects_dir.mkdir(exist_ok=True)
+    jobs = []
+    for index, source in enumerate([HARNESS, *sources]):
+        # A library source with its own flags (NAME.cflags beside it) is compiled with them.
+        own = (tree / source).with_suffix(".cflags")
+        extra = own.read_text().split() if own.is_file() else []
+        obj = objects_dir / f"{index:03d}_{source.stem}.o"  # sources of two folders may share a name
+        jobs.append((obj, [*cflags, *extra, *SECTION_GC[:2], "-std=c11", *includes,
+                           *(interface if source == HARNESS else []), "-c", "-o", str(obj), str(source)]))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(lambda job: _compile(cc, job[1], cwd=tree), jobs))  # the first failure is raised
     executable = work_dir / "model"
-    command = [
-        cc, *cflags, *SECTION_GC, "-std=c11", "-o", str(executable), *includes,
-        f'-DMLF_HEADER="{prefix}.h"', f"-DMLF_PREFIX={prefix}",
-        "-DMLF_INPUT_SIZES=" + ",".join(str(t.size) for t in inputs),
-        "-DMLF_OUTPUT_SIZES=" + ",".join(str(t.size) for t in outputs),
-        str(HARNESS), *map(str, sources), *map(str, objects), "-lm",
-    ]
-    _compile(cc, command[1:])
+    _compile(cc, [*cflags, SECTION_GC[2], "-o", str(executable), *(str(obj) for obj, _ in jobs), "-lm"])
     return HostProgram(executable, inputs, outputs)
 
 
-def _compile(cc: str, arguments: Sequence[str]):
+def _compile(cc: str, arguments: Sequence[str], cwd: Optional[Path] = None):
     try:
-        done = subprocess.run([cc, *arguments], capture_output=True, text=True)
+        done = subprocess.run([*shlex.split(cc), *arguments], capture_output=True, text=True, cwd=cwd)
     except OSError as exc:
         raise HostBuildError(f"cannot run the C compiler {cc}: {exc.strerror}") from None
     if done.returncode != 0:

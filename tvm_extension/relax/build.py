@@ -1,5 +1,6 @@
 """ONNX or TFLite model -> shared library (the backend's C library linked in) -> outputs with the Relax VM."""
 import os
+import shlex
 import subprocess
 import time
 import tempfile
@@ -115,7 +116,7 @@ def _compile_c(sources: List[Path], includes: List[Path], work: Path, flags: Lis
         own = source.with_suffix(".cflags")
         extra = own.read_text().split() if own.is_file() else []
         obj = work / f"{source.stem}.o"
-        done = subprocess.run([os.environ.get("CC", "gcc"), "-std=c11", "-fPIC", *flags, *extra,
+        done = subprocess.run([*shlex.split(os.environ.get("CC", "").strip() or "gcc"), "-std=c11", "-fPIC", *flags, *extra,
                                *(f"-I{i}" for i in includes), "-c", str(source), "-o", str(obj)], capture_output=True, text=True)
         if done.returncode != 0:
             errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines() or ["?"]
