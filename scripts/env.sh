@@ -69,11 +69,11 @@ if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system
     && [ -f "$(arm-none-eabi-gcc -print-file-name=rdimon.specs)" ]; } >/dev/null 2>&1; then
   APT_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm ccache"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    step "installing the Cortex-M cross compiler and QEMU (apt-get install $APT_PACKAGES)"
+    step "installing the Cortex-M cross compiler, QEMU and ccache (apt-get install $APT_PACKAGES)"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         $APT_PACKAGES; } >/dev/null
   else
-    step "warning: the board tests need a Cortex-M cross compiler and QEMU: sudo apt-get install -y $APT_PACKAGES"
+    step "warning: the board tests need a Cortex-M cross compiler and QEMU (and MLF builds use ccache): sudo apt-get install -y $APT_PACKAGES"
   fi
 fi
 # The Relax engine (tvm_extension/relax, docs/relax.md) runs on apache-tvm 0.27, whose package is
