@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from tvm_extension.api.digest import tree_digest
+
 
 class GridError(Exception):
     """The plan cannot run as written: one line for the user."""
@@ -143,15 +145,12 @@ def _check_board(name) -> None:
 
 
 def source_digest(backend) -> str:
-    """sha256 of the sources (Python, C, headers, templates) of the package defining ``backend``."""
+    """sha256 of the sources (Python, C, headers, templates...) of the package defining ``backend``."""
     module = sys.modules.get(type(backend).__module__)
     folder = Path(getattr(module, "__file__", "") or ".").parent if module else None
     if folder is None or not (folder / "__init__.py").exists():
         return ""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.suffix in (".py", ".c", ".h", ".tmpl") and p.is_file()):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+    return tree_digest(folder)[:16]
 
 
 def expand(plan: dict, backends: Optional[Dict[str, object]] = None) -> List[Point]:

@@ -22,33 +22,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Optional
 
-SOURCES = (".py", ".c", ".h", ".cc", ".tmpl", ".toml", ".pth", ".json")
+from tvm_extension.api.digest import SOURCES, file_digest, tree_digest
+
 ENV_VARIABLE = "TVM_EXTENSION_BUILD_CACHE"
 
 
 def folder() -> Optional[Path]:
     value = os.environ.get(ENV_VARIABLE)
     return Path(value) if value else None
-
-
-def _tree_files(root: Path):
-    for top, folders, files in os.walk(root):
-        folders[:] = sorted(f for f in folders if not f.startswith((".", "__pycache__")) and f not in ("build", "out"))
-        for name in sorted(files):
-            if name.endswith(SOURCES):
-                yield Path(top) / name
-
-
-def tree_digest(root: Path) -> str:
-    """sha256 of the source files under ``root`` (names and contents)."""
-    digest = hashlib.sha256()
-    for path in _tree_files(Path(root)):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @lru_cache(maxsize=None)
