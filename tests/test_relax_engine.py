@@ -178,13 +178,14 @@ def test_a_scaffolded_backend_compiles_on_both_engines(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["-f", "mlf"], "error: --output-format mlf: the Relax engine builds a shared library for its VM; mlf stays on "
-                    "the Relay engine"),
+    (["-f", "mlf"], "error: -f mlf: the Relax engine's AOT C takes --target c (TVM's own kernels) so far; target "
+                    "'vanilla_accelerator' stays on the Relay engine for an MLF"),
+    (["-f", "elf"], "error: output format 'elf': so (a shared library for the Relax VM) or mlf (AOT C)"),
     (["--input-shapes", "inp:[1,3,16,16]"], "error: --input-shapes names 'inp', which is not an input of 'cnn.onnx' "
                                             "(its inputs: input)"),
     (["--input-shapes", "input:[1,3"], "error: --input-shapes 'input:[1,3': expected NAME:[D1,D2,...]"),
-    (["--executor", "aot"], "error: --executor aot: the Relax engine builds a shared library for its VM; aot stays on "
-                            "the Relay engine"),
+    (["--executor", "aot"], "error: --executor aot: the Relax engine builds a shared library for its VM, or with "
+                            "-f mlf AOT C of its own; aot stays on the Relay engine"),
     (["--target", "no_such_accelerator"], "error: unknown target 'no_such_accelerator' for the Relax engine "
                                           "(backends with a relax_patterns.py found: chocolate, qvanilla, strawberry, vanilla_accelerator)"),
     (["--target", "vanilla_accelerator", "--target-vanilla_accelerator-max_kernel_size=9"],

@@ -16,8 +16,6 @@ import struct
 import tarfile
 import time
 
-from tvm.runtime import save_param_dict
-
 EPOCH_VARIABLE = "SOURCE_DATE_EPOCH"
 
 
@@ -49,7 +47,9 @@ def settle_metadata(metadata: dict, seconds: int) -> dict:
 def params_in_name_order(params: dict) -> bytes:
     """TVM's params file, parameters in name order.  Its layout: a 16-byte header, the count, the
     names (length, bytes), the count, the arrays; the pieces are cut from one-parameter files so
-    the arrays stay in TVM's own format."""
+    the arrays stay in TVM's own format (the Relay engine's TVM)."""
+    from tvm.runtime import save_param_dict  # pylint: disable=import-outside-toplevel
+
     names, arrays = [], []
     for name in sorted(params):
         single = save_param_dict({name: params[name]})

@@ -42,7 +42,9 @@ def _parser(prog="python -m tvm_extension.relax"):
                           help="int8 TFLite models: compute exactly what TFLite's reference kernels compute (convs, "
                                "FULLY_CONNECTED, ADD, AVERAGE_POOL_2D, SOFTMAX, LOGISTIC, TANH, QUANTIZE); "
                                "operators it cannot make exact are listed")
-    compile_.add_argument("-f", "--output-format", default="so", help="so (a shared library); mlf " + RELAY_ONLY)
+    compile_.add_argument("-f", "--output-format", default="so",
+                          help="so (a shared library for the Relax VM); mlf (Model Library Format: AOT C, "
+                               "with --target c so far)")
     compile_.add_argument("--executor", help="the Relax VM; aot " + RELAY_ONLY)
     compile_.add_argument("--runtime", help="TVM's own; crt " + RELAY_ONLY)
     run = commands.add_parser("run", help="run a compiled library with the Relax VM")
@@ -56,10 +58,10 @@ def _parser(prog="python -m tvm_extension.relax"):
 def _compile(args, target_attrs):
     from . import compile_model  # pylint: disable=import-outside-toplevel
 
-    for option, value, allowed in (("--output-format", args.output_format, "so"), ("--executor", args.executor, None),
-                                   ("--runtime", args.runtime, None)):
-        if value is not None and value != allowed:
-            raise_user(f"{option} {value}: the Relax engine builds a shared library for its VM; {value} {RELAY_ONLY}")
+    for option, value in (("--executor", args.executor), ("--runtime", args.runtime)):
+        if value is not None:
+            raise_user(f"{option} {value}: the Relax engine builds a shared library for its VM, or with -f mlf "
+                       f"AOT C of its own; {value} {RELAY_ONLY}")
 
     attrs = {}
     for target, name, value in target_attrs:
@@ -68,7 +70,7 @@ def _compile(args, target_attrs):
         attrs[name] = value
     shapes = _input_shapes(args.input_shapes) if args.input_shapes else None
     for line in compile_model(args.model, args.target, args.output, args.extensions, attrs, shapes=shapes,
-                              tflite_exact=args.tflite_exact):
+                              tflite_exact=args.tflite_exact, output_format=args.output_format):
         print(line)
 
 

@@ -126,12 +126,14 @@ def _compile_c(sources: List[Path], includes: List[Path], work: Path, flags: Lis
 
 
 CPU_ONLY = "llvm"  # --target llvm: the model with TVM's own kernels only
+PLAIN_C = "c"  # --target c -f mlf: the same as embedded C (an MLF), what every offload is compared with
 
 
 def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: Optional[Dict[str, str]] = None,
                   cflags: Iterable[str] = ("-O2",), shapes: Optional[Dict[str, tuple]] = None,
-                  tflite_exact: bool = False) -> List[str]:
-    """Compile ``model`` for ``target`` into the shared library ``output``; returns the offload report.
+                  tflite_exact: bool = False, output_format: str = "so") -> List[str]:
+    """Compile ``model`` for ``target`` into the shared library ``output`` (``output_format`` "so") or
+    the MLF ``output`` ("mlf": AOT C, ``aot``); returns the offload report.
     ``shapes`` ({input name: shape}, as tvmc's --input-shapes) fixes the inputs' dynamic dimensions;
     ``tflite_exact``: an int8 TFLite model computes what TFLite's reference kernels compute.
 
@@ -143,10 +145,17 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
         raise UserError(f"output folder '{output.parent}' does not exist")
     if tflite_exact and model.suffix != ".tflite":
         raise UserError(f"{exact.FLAG} applies to TFLite models only (this is a {model.suffix.lstrip('.') or 'suffixless'} model)")
-    backend, report, sources, includes = None, [f"{CPU_ONLY}: nothing offloaded"], [], []
-    if target == CPU_ONLY:  # TVM's own build, nothing offloaded (what an offload is compared with)
+    if output_format not in ("so", "mlf"):
+        raise UserError(f"output format '{output_format}': so (a shared library for the Relax VM) or mlf (AOT C)")
+    mlf = output_format == "mlf"
+    cpu_only = PLAIN_C if mlf else CPU_ONLY
+    backend, report, sources, includes = None, [f"{cpu_only}: nothing offloaded"], [], []
+    if target == cpu_only:  # TVM's own build, nothing offloaded (what an offload is compared with)
         if attrs:
-            raise UserError(f"target '{CPU_ONLY}' has no attributes")
+            raise UserError(f"target '{cpu_only}' has no attributes")
+    elif mlf:
+        raise UserError(f"-f mlf: the Relax engine's AOT C takes --target {PLAIN_C} (TVM's own kernels) so far; "
+                        f"target '{target}' stays on the Relay engine for an MLF (tvmc compile --target {target},c)")
     else:
         backend = backends.find(target, paths)
         attrs = _attrs(backend, attrs)
@@ -169,6 +178,9 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
         mod, report = lower.offload(mod, backend, attrs)
     report = report + made_exact
     mod = relax.transform.LegalizeOps()(mod)
+    if mlf:
+        _write_mlf(mod, _output_names(model), output)
+        return report
     executable = relax.build(mod, target="llvm")
     with tempfile.TemporaryDirectory(prefix="relax-build-") as work:
         objects = _compile_c(sources, includes, Path(work), list(cflags))
@@ -176,6 +188,29 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
         executable.export_library(str(built), addons=objects, workspace_dir=work)
         os.replace(built, output)
     return report
+
+
+def _output_names(model: Path) -> List[str]:
+    """The model's output names, as the Relay engine's MLF names them."""
+    if model.suffix == ".onnx":
+        import onnx  # pylint: disable=import-outside-toplevel
+
+        return [o.name for o in onnx.load(str(model), load_external_data=False).graph.output]
+    import tflite  # pylint: disable=import-outside-toplevel
+
+    graph = tflite.Model.GetRootAsModel(model.read_bytes(), 0).Subgraphs(0)
+    return [graph.Tensors(graph.Outputs(i)).Name().decode() for i in range(graph.OutputsLength())]
+
+
+def _write_mlf(mod, output_names: List[str], output: Path):
+    from tvm_extension.mlf import layout  # pylint: disable=import-outside-toplevel
+
+    from . import aot  # pylint: disable=import-outside-toplevel
+
+    program = aot.aot_c(mod, output_names)
+    tensors = lambda described: [layout.Tensor(*t) for t in described]
+    layout.write(output, {"default_lib0.c": program.source}, tensors(program.inputs), tensors(program.outputs),
+                 program.workspace_bytes, program.constants_bytes, program.functions, "c -keys=cpu")
 
 
 def run_model(library, inputs: Dict[str, np.ndarray], repeat: int = 0):

@@ -1,0 +1,95 @@
+"""The Relax engine writes an MLF (``tvm-extension compile --target c -f mlf``): AOT C of its own
+(apache-tvm 0.27 has no AOT executor), packaged in the Relay engine's layout, so the same
+``mlf run`` builds it with gcc and runs it; outputs agree with onnx.reference, TFLite's
+interpreter and the Relay engine's plain C build.  The C is embedded C: no runtime, no heap, the
+weights ``const``, one static workspace; the same model gives the same archive."""
+import json
+import re
+import subprocess
+import tarfile
+
+import numpy as np
+import pytest
+
+from conftest import MODELS, assert_close, fetch, onnx_reference, random_inputs, run_tvmc, tflite_reference
+from test_relax_engine import relax_engine
+from tvm_extension.mlf import build
+
+CNN = MODELS / "cnn.onnx"
+RELAY_PLAIN_C = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api", "c",
+                 "--executor-aot-unpacked-api", "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
+
+
+def relax_mlf(model, out, *options):
+    done = relax_engine("compile", str(model), "--target", "c", "-f", "mlf", "-o", str(out), *options, cwd=out.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "c: nothing offloaded", done.stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def cnn_mlf(tmp_path_factory):
+    return relax_mlf(CNN, tmp_path_factory.mktemp("relax_mlf") / "cnn.tar")
+
+
+def sources(archive):
+    with tarfile.open(archive) as tar:
+        return {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.name.endswith((".c", ".h"))}
+
+
+@pytest.mark.quick
+def test_cnn_runs_as_an_mlf_and_agrees_with_onnx_reference_and_the_relay_engine(cnn_mlf, tmp_path):
+    inputs = random_inputs(CNN, seed=4)
+    (got,) = build(cnn_mlf, tmp_path / "relax").run(inputs)[0].values()
+    np.testing.assert_allclose(got, onnx_reference(CNN, inputs)[0], rtol=1e-5, atol=1e-6)
+    done = run_tvmc("compile", *RELAY_PLAIN_C, CNN, "-f", "mlf", "-o", tmp_path / "relay.tar", reuse=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (relay,) = build(tmp_path / "relay.tar", tmp_path / "relay").run(inputs)[0].values()
+    np.testing.assert_allclose(got, relay, rtol=1e-5, atol=1e-6)  # both TVM's own kernels, other schedules
+
+
+@pytest.mark.quick
+def test_the_c_is_embedded_c_with_the_relay_engines_interface(cnn_mlf, tmp_path):
+    texts = sources(cnn_mlf)
+    generated = texts["./codegen/host/src/default_lib0.c"]
+    for runtime_use in ("malloc", "TVMBackend", '#include "tvm/', "__tvm_ffi", "DLTensor", "TVMFFI"):
+        assert runtime_use not in generated, runtime_use
+    weights = re.findall(r"static const float tvmgen_default_constant_\d+\[(\d+)\]", generated)
+    assert len(weights) == 7  # four conv weights, a bias, the dense weights and bias
+    header = texts["./codegen/host/include/tvmgen_default.h"]
+    assert "struct tvmgen_default_inputs {\n  void* input;\n};" in header
+    assert re.search(r"int32_t tvmgen_default_run\(\s*struct tvmgen_default_inputs\* inputs,\s*"
+                     r"struct tvmgen_default_outputs\* outputs\s*\);", header)
+    with tarfile.open(cnn_mlf) as tar:
+        metadata = json.load(tar.extractfile("./metadata.json"))
+    main = metadata["modules"]["default"]["memory"]["functions"]["main"][0]
+    workspace = int(re.search(r"#define TVMGEN_DEFAULT_WORKSPACE_SIZE (\d+)", header).group(1))
+    assert main["workspace_size_bytes"] == workspace > 0
+    assert f"tvmgen_default_workspace[{workspace}]" in generated
+    assert main["constants_size_bytes"] == 4 * sum(map(int, weights))
+    assert main["inputs"] == {"input": {"dtype": "float32", "size": 3 * 16 * 16 * 4}}
+    assert main["output_shapes"] == [[1, 10]]
+    # Plain C11 that gcc accepts with every warning an error.
+    tree = tmp_path / "tree"
+    with tarfile.open(cnn_mlf) as tar:
+        tar.extractall(tree, filter="data")
+    subprocess.run(["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-pedantic", "-Werror", "-c",
+                    f"-I{tree / 'codegen/host/include'}", str(tree / "codegen/host/src/default_lib0.c"),
+                    "-o", str(tmp_path / "model.o")], check=True)
+
+
+def test_the_same_model_gives_the_same_archive(cnn_mlf, tmp_path):
+    again = relax_mlf(CNN, tmp_path / "again.tar")
+    assert again.read_bytes() == cnn_mlf.read_bytes()
+
+
+@pytest.mark.real_model
+def test_blazeface_float_tflite_runs_as_an_mlf(tmp_path):
+    model = fetch("blazeface")
+    archive = relax_mlf(model, tmp_path / "blazeface.tar")
+    inputs = {"input": np.random.default_rng(8).standard_normal((1, 128, 128, 3)).astype(np.float32)}
+    got = build(archive, tmp_path / "b").run(inputs)[0]
+    expected = tflite_reference(model, inputs)
+    assert list(got) == ["regressors", "classificators"]  # the model's output names, in its order
+    for (name, value), reference in zip(got.items(), expected):
+        assert_close(value, reference, what=f"BlazeFace {name}")

@@ -1,0 +1,223 @@
+"""The Relax engine's ahead-of-time C: a legalized Relax module as plain C functions and one
+``tvmgen_default_run`` that calls them, for an MLF (``tvm_extension.mlf.layout``).
+
+apache-tvm 0.27 has no AOT executor and gives every C function TVM's packed calling convention
+(argument records, checks, a runtime).  Here each operator's PrimFunc is lowered by the default
+TIR passes up to, not including, ``MakePackedAPI``; its buffer parameters become raw data
+pointers and its temporaries become pointer parameters into the workspace, so TVM's C code
+generator prints ``void fused_conv2d_relu(float* restrict p0, ..., float* restrict tmp0)``:
+loops only, no runtime.  Relax's ``StaticPlanBlockMemory`` plans the intermediate tensors into
+storages by liveness; the storages, then the temporaries' slots (one at a time: calls run one after
+another), share one static workspace.  Weights are ``const`` arrays with exact (hexadecimal)
+literals; the same module gives the same C.
+"""
+import dataclasses
+import math
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+import tvm
+import tvm.s_tir  # registers the scheduled-TIR passes
+import tvm_ffi
+from tvm import relax, tirx
+
+from tvm_extension.mlf.layout import c_name
+
+from .backends import UserError
+
+ALIGN = 16  # bytes: every tensor of the workspace starts at a multiple (vector loads)
+C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
+           "uint16": "uint16_t", "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t", "bool": "uint8_t"}
+
+
+def relax_passes():
+    """Legalized module -> fused PrimFuncs called from a main whose tensors live in planned storages."""
+    t = relax.transform
+    return [t.AnnotateTIROpPattern(), t.FoldConstant(), t.FuseOps(), t.FuseTIR(), t.DeadCodeElimination(),
+            t.RewriteDataflowReshape(), t.ToNonDataflow(), t.RemovePurityChecking(), t.CallTIRRewrite(),
+            t.StaticPlanBlockMemory(), t.LowerAllocTensor(), t.DeadCodeElimination()]
+
+
+def tir_passes(target):
+    """TVM's default CPU lowering (tvm/s_tir/pipeline.py) up to, not including, SplitHostDevice
+    and MakePackedAPI (the passes for GPUs left out)."""
+    s, t = tvm.s_tir.transform, tirx.transform
+    return [t.BindTarget(target), s.CanonicalizeLoop(), s.LowerInitBlock(), s.PlanAndUpdateBufferAllocationLocation(),
+            s.ConvertBlocksToOpaque(), s.CompactBufferAllocation(), s.LowerMatchBuffer(), s.StmtSimplify(),
+            s.LowerOpaqueBlock(), t.FlattenBuffer(), t.BF16ComputeLegalize(), t.NarrowDataType(32), s.LoopPartition(),
+            t.VectorizeLoop(True), t.StorageRewrite(), s.HoistIfThenElse(), t.UnrollLoop(),
+            s.RenormalizeSplitPattern(), t.StmtSimplify(), t.RemoveNoOp(), s.RewriteUnsafeSelect(),
+            t.CommonSubexprElim(), t.FP8ComputeLegalize(), t.VerifyMemory()]
+
+
+def _bytes(dtype: str, shape) -> int:
+    bits = tvm.runtime.DataType(str(dtype)).bits * tvm.runtime.DataType(str(dtype)).lanes
+    return int(np.prod([int(d) for d in shape], dtype=np.int64)) * max(bits, 8) // 8
+
+
+def _unpacked(func: tirx.PrimFunc) -> Tuple[tirx.PrimFunc, List[int]]:
+    """``func`` with raw pointers for its buffer parameters and its temporaries as extra pointer
+    parameters: (the function, the temporaries' sizes in bytes)."""
+    pointers = {p: tvm.ir.Var(p.name, tirx.buffer_data_pointer_type(p)) for p in func.params if tirx.is_buffer_var(p)}
+    buffer_data = tvm.ir.Op.get("tirx.buffer_data")
+
+    def pointer(call):
+        return pointers[call.args[0]] if call.op.same_as(buffer_data) and call.args[0] in pointers else call
+
+    body = tvm_ffi.structural_map(func.body, (tvm.ir.Call, pointer))
+    temporaries, sizes = [], []
+
+    def hoisted(stmt):
+        var = tvm.ir.Var(f"{stmt.buffer.name}_ws", tirx.buffer_data_pointer_type(stmt.buffer))
+        temporaries.append(var)
+        sizes.append(_bytes(stmt.buffer.dtype, stmt.buffer.shape))
+        return tirx.DeclBuffer(stmt.buffer, data=var)
+
+    body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, hoisted))
+    params = [pointers.get(p, p) for p in func.params] + temporaries
+    return tirx.PrimFunc(params, body, func.ret_type, func.attrs), sizes
+
+
+def _operators_c(mod) -> Tuple[str, Dict[str, List[int]]]:
+    """C of every PrimFunc of ``mod`` (plain calling convention): (the C, {name: temporaries' bytes})."""
+    target = tvm.target.Target("c")
+    funcs = {gv: f.with_attr("global_symbol", gv.name_hint) for gv, f in sorted(mod.functions.items(),
+             key=lambda item: item[0].name_hint) if isinstance(f, tirx.PrimFunc)}
+    lowered = tvm.ir.transform.Sequential(tir_passes(target))(tvm.IRModule(funcs))
+    unpacked, temporaries = {}, {}
+    for gv, func in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint):
+        unpacked[gv], temporaries[gv.name_hint] = _unpacked(func)
+    finish = [tirx.transform.FP8StorageLegalize(), tirx.transform.BF16StorageLegalize(), tirx.transform.LowerIntrin()]
+    done = tvm.ir.transform.Sequential(finish)(tvm.IRModule(unpacked))
+    source = tvm.get_global_func("target.build.c")(done, target).inspect_source()
+    return _plain(source), temporaries
+
+
+def _plain(source: str) -> str:
+    """TVM's C without what only its runtime defines: its includes, library context and export macro."""
+    kept = [line for line in source.splitlines()
+            if not line.startswith(('#include "tvm/', "#define TVM_EXPORTS")) and "__tvm_ffi__library_ctx" not in line]
+    return "\n".join(["#include <math.h>", "#include <stdbool.h>", "#include <stdint.h>", "#define TVM_DLL static",
+                      *kept, ""])
+
+
+def _literal(value, dtype: str) -> str:
+    if dtype.startswith("float"):
+        value = float(value)
+        if math.isnan(value):
+            return "NAN"
+        if math.isinf(value):
+            return "INFINITY" if value > 0 else "-INFINITY"
+        return value.hex() + ("f" if dtype == "float32" else "")  # exact: hexadecimal floating constants (C99)
+    return str(int(value))
+
+
+@dataclasses.dataclass
+class AotC:
+    """What ``tvm_extension.mlf.layout.write`` packages."""
+
+    source: str  # operators, constants, workspace and tvmgen_<model>_run
+    workspace_bytes: int
+    constants_bytes: int
+    functions: Dict[str, int]  # the operators' names: bytes of their temporaries (slots of the workspace)
+    inputs: List[Tuple[str, str, Tuple[int, ...]]]  # (name, dtype, shape)
+    outputs: List[Tuple[str, str, Tuple[int, ...]]]
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def aot_c(mod, output_names: List[str], model: str = "default") -> AotC:
+    """The AOT C of a legalized Relax module (``LegalizeOps`` done, ``main`` its entry)."""
+    with tvm.target.Target("c"):
+        mod = tvm.ir.transform.Sequential(relax_passes())(mod)
+    operators, temporaries = _operators_c(mod)
+    main = mod["main"]
+    prefix = f"tvmgen_{model}"
+    pointers, storages, constants, calls = {}, {}, [], []
+    arena = 0
+    tensor_of_storage: Dict[object, List[object]] = {}
+    for p in main.params:
+        pointers[p] = f"inputs->{c_name(p.name)}"
+
+    def argument(expr):
+        if isinstance(expr, relax.Var):
+            return pointers[expr]
+        if isinstance(expr, tvm.ir.GenericConst) and isinstance(expr.value, tvm.runtime.Tensor):
+            array = expr.value.numpy()
+            dtype = str(array.dtype)
+            if dtype not in C_TYPES:
+                raise UserError(f"a constant of type {dtype}: the AOT C has no type for it")
+            name = f"{prefix}_constant_{len(constants)}"
+            constants.append((name, array))
+            return f"({C_TYPES[dtype]}*){name}"
+        raise UserError(f"the AOT C cannot pass {type(expr).__name__} to an operator")
+
+    bindings = [b for block in main.body.blocks for b in block.bindings]
+    for binding in bindings:
+        var, value = binding.var, binding.value
+        if isinstance(value, relax.Var):
+            pointers[var] = pointers[value]
+            continue
+        if isinstance(value, relax.Tuple):  # several outputs: a tuple's pointers are its fields'
+            pointers[var] = [argument(field) for field in value.fields]
+            continue
+        if isinstance(value, relax.TupleGetItem):
+            pointers[var] = pointers[value.tuple_value][value.index]
+            continue
+        op = value.op
+        name = op.name if isinstance(op, tvm.ir.Op) else None
+        if name == "relax.memory.alloc_storage":
+            size = int(value.args[0].values[0])
+            storages[var] = arena
+            arena = _align(arena + size)
+        elif name == "relax.memory.alloc_tensor":
+            dtype = str(value.args[3].value)
+            if dtype not in C_TYPES:
+                raise UserError(f"a tensor of type {dtype}: the AOT C has no type for it")
+            offset = storages[value.args[0]] + int(value.args[1].value)
+            pointers[var] = f"({C_TYPES[dtype]}*)({prefix}_workspace + {offset})"
+            tensor_of_storage.setdefault(value.args[0], []).append(var)
+        elif name in ("relax.reshape", "relax.memory.view"):
+            pointers[var] = pointers[value.args[0]]  # the same bytes
+        elif isinstance(op, tvm.ir.GlobalVar):
+            calls.append((op.name_hint, [argument(a) for a in value.args]))
+        else:
+            raise UserError(f"the AOT C does not run {name or op}: only calls of compiled operators")
+    scratch = [max(sizes[i] for sizes in temporaries.values() if len(sizes) > i)
+               for i in range(max((len(s) for s in temporaries.values()), default=0))]
+    slots = []
+    for size in scratch:
+        slots.append(arena)
+        arena = _align(arena + size)
+    returned = main.body.body
+    result = pointers[returned] if isinstance(returned, relax.Var) else [argument(f) for f in returned.fields]
+    results = result if isinstance(result, list) else [result]
+    types = list(returned.ty.fields) if hasattr(returned.ty, "fields") else [returned.ty]
+    if len(results) != len(output_names):
+        raise UserError(f"the model has {len(output_names)} outputs but its Relax main returns {len(results)}")
+    outputs = [(n, str(t.dtype), tuple(int(d) for d in t.shape)) for n, t in zip(output_names, types)]
+    inputs = [(p.name, str(p.ty.dtype), tuple(int(d) for d in p.ty.shape)) for p in main.params]
+
+    lines = [operators, "#include <string.h>", "",
+             f"static _Alignas({ALIGN}) uint8_t {prefix}_workspace[{max(arena, 1)}];", ""]
+    constants_bytes = 0
+    for name, array in constants:
+        dtype = str(array.dtype)
+        values = ", ".join(_literal(v, dtype) for v in array.ravel())
+        lines.append(f"static const {C_TYPES[dtype]} {name}[{max(array.size, 1)}] = {{{values}}};")
+        constants_bytes += array.nbytes
+    lines += ["", f'#include "{prefix}.h"', "", f"int32_t {prefix}_run(struct {prefix}_inputs* inputs, "
+              f"struct {prefix}_outputs* outputs) {{"]
+    for function, args in calls:
+        args = args + [f"(void*)({prefix}_workspace + {slots[i]})" for i in range(len(temporaries[function]))]
+        lines.append(f"  {function}({', '.join(args)});")
+    for (name, dtype, shape), pointer in zip(outputs, results):
+        lines.append(f"  memcpy(outputs->{c_name(name)}, {pointer}, {_bytes(dtype, shape)});")
+    lines += ["  return 0;", "}", ""]
+    functions = {name: sum(sizes) for name, sizes in sorted(temporaries.items())}
+    return AotC("\n".join(lines), arena, constants_bytes, functions, inputs, outputs)
+
+
