@@ -178,8 +178,6 @@ def test_a_scaffolded_backend_compiles_on_both_engines(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["-f", "mlf"], "error: -f mlf: the Relax engine's AOT C takes --target c (TVM's own kernels) so far; target "
-                    "'vanilla_accelerator' stays on the Relay engine for an MLF"),
     (["-f", "elf"], "error: output format 'elf': so (a shared library for the Relax VM) or mlf (AOT C)"),
     (["--input-shapes", "inp:[1,3,16,16]"], "error: --input-shapes names 'inp', which is not an input of 'cnn.onnx' "
                                             "(its inputs: input)"),

@@ -1,8 +1,9 @@
-"""The Relax engine writes an MLF (``tvm-extension compile --target c -f mlf``): AOT C of its own
-(apache-tvm 0.27 has no AOT executor), packaged in the Relay engine's layout, so the same
-``mlf run`` builds it with gcc and runs it; outputs agree with onnx.reference, TFLite's
-interpreter and the Relay engine's plain C build.  The C is embedded C: no runtime, no heap, the
-weights ``const``, one static workspace; the same model gives the same archive."""
+"""The Relax engine writes an MLF (``tvm-extension compile -f mlf``): AOT C of its own (apache-tvm
+0.27 has no AOT executor), packaged in the Relay engine's layout, so the same ``mlf run`` builds it
+with gcc and runs it; outputs agree with onnx.reference, TFLite's interpreter and the Relay
+engine's build (with Vanilla's and Strawberry's kernels, bit for bit on BlazeFace).  The C is
+embedded C: no runtime, no heap, the weights ``const``, one static workspace; the same model
+gives the same archive."""
 import json
 import re
 import subprocess
@@ -20,10 +21,11 @@ RELAY_PLAIN_C = ["--target", "c", "--executor", "aot", "--executor-aot-interface
                  "--executor-aot-unpacked-api", "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
 
 
-def relax_mlf(model, out, *options):
-    done = relax_engine("compile", str(model), "--target", "c", "-f", "mlf", "-o", str(out), *options, cwd=out.parent)
+def relax_mlf(model, out, target="c"):
+    done = relax_engine("compile", str(model), "--target", target, "-f", "mlf", "-o", str(out), cwd=out.parent)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "c: nothing offloaded", done.stdout
+    if target == "c":
+        assert done.stdout.strip() == "c: nothing offloaded", done.stdout
     return out
 
 
@@ -93,3 +95,32 @@ def test_blazeface_float_tflite_runs_as_an_mlf(tmp_path):
     assert list(got) == ["regressors", "classificators"]  # the model's output names, in its order
     for (name, value), reference in zip(got.items(), expected):
         assert_close(value, reference, what=f"BlazeFace {name}")
+
+
+@pytest.mark.quick
+def test_vanillas_kernels_in_the_relax_mlf(tmp_path):
+    """The offloaded convs call Vanilla's C API from the AOT C, its library in the archive once."""
+    archive = relax_mlf(CNN, tmp_path / "cnn.tar", "vanilla_accelerator")
+    texts = sources(archive)
+    generated = texts["./codegen/host/src/default_lib0.c"]
+    assert len(re.findall(r"\bvanilla_conv2dnchw_general\(", generated)) == 3  # the three offloaded convs
+    assert '#include "vanilla_accelerator.h"' in generated
+    assert "./codegen/host/src/vanilla_entry.c" in texts and "./codegen/host/include/vanilla_accelerator.h" in texts
+    inputs = random_inputs(CNN, seed=5)
+    (got,) = build(archive, tmp_path / "b").run(inputs)[0].values()
+    np.testing.assert_allclose(got, onnx_reference(CNN, inputs)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("target", ["vanilla_accelerator", "strawberry"])
+def test_blazeface_with_a_backend_equals_the_relay_engines_mlf(tmp_path, target):
+    model = fetch("blazeface")
+    relax = relax_mlf(model, tmp_path / "relax.tar", target)
+    done = run_tvmc("compile", "--target", target, model, "-f", "mlf", "-o", tmp_path / "relay.tar", reuse=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    inputs = {"input": np.random.default_rng(9).standard_normal((1, 128, 128, 3)).astype(np.float32)}
+    got = build(relax, tmp_path / "relax").run(inputs)[0]
+    expected = build(tmp_path / "relay.tar", tmp_path / "relay").run(inputs)[0]
+    assert list(got) == list(expected)
+    for name in got:
+        assert np.array_equal(got[name], expected[name]), f"{target}: {name} differs from the Relay engine's"

@@ -13,6 +13,8 @@ literals; the same module gives the same C.
 """
 import dataclasses
 import math
+import re
+from pathlib import Path
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -75,15 +77,19 @@ def _unpacked(func: tirx.PrimFunc) -> Tuple[tirx.PrimFunc, List[int]]:
         return tirx.DeclBuffer(stmt.buffer, data=var)
 
     body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, hoisted))
+    # A failed check (a kernel's non-zero status) returns 1 instead of raising through TVM's runtime.
+    refused = lambda stmt: tirx.IfThenElse(tirx.Not(stmt.condition), tirx.Return(tirx.const(1, "int32")), None)
+    body = tirx.SeqStmt([tvm_ffi.structural_map(body, (tirx.AssertStmt, refused)), tirx.Return(tirx.const(0, "int32"))])
     params = [pointers.get(p, p) for p in func.params] + temporaries
-    return tirx.PrimFunc(params, body, func.ret_type, func.attrs), sizes
+    return tirx.PrimFunc(params, body, tvm.ir.PrimType("int32"), func.attrs), sizes
 
 
-def _operators_c(mod) -> Tuple[str, Dict[str, List[int]]]:
-    """C of every PrimFunc of ``mod`` (plain calling convention): (the C, {name: temporaries' bytes})."""
+def _operators_c(mod, prefix: str, headers: List[Path]) -> Tuple[str, Dict[str, List[int]]]:
+    """C of every PrimFunc of ``mod`` (plain calling convention, named ``PREFIX_<name>``): (the C,
+    {name: temporaries' bytes}).  The calls of a backend's C API see its ``headers``."""
     target = tvm.target.Target("c")
-    funcs = {gv: f.with_attr("global_symbol", gv.name_hint) for gv, f in sorted(mod.functions.items(),
-             key=lambda item: item[0].name_hint) if isinstance(f, tirx.PrimFunc)}
+    funcs = {gv: f.with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv, f in sorted(
+             mod.functions.items(), key=lambda item: item[0].name_hint) if isinstance(f, tirx.PrimFunc)}
     lowered = tvm.ir.transform.Sequential(tir_passes(target))(tvm.IRModule(funcs))
     unpacked, temporaries = {}, {}
     for gv, func in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint):
@@ -91,15 +97,22 @@ def _operators_c(mod) -> Tuple[str, Dict[str, List[int]]]:
     finish = [tirx.transform.FP8StorageLegalize(), tirx.transform.BF16StorageLegalize(), tirx.transform.LowerIntrin()]
     done = tvm.ir.transform.Sequential(finish)(tvm.IRModule(unpacked))
     source = tvm.get_global_func("target.build.c")(done, target).inspect_source()
-    return _plain(source), temporaries
+    declared = {name for h in headers for name in re.findall(r"\b(\w+)\s*\(", h.read_text())}
+    return _plain(source, declared, [h.name for h in headers]), temporaries
 
 
-def _plain(source: str) -> str:
-    """TVM's C without what only its runtime defines: its includes, library context and export macro."""
+_DECLARATION = re.compile(r'#ifdef __cplusplus\nextern "C"\n#endif\nTVM_DLL [\w\s\*]+?\b(\w+)\([^;{]*\);\n')
+
+
+def _plain(source: str, declared, headers: List[str]) -> str:
+    """TVM's C without what only its runtime defines (its includes, library context and export
+    macro), and without its guessed declarations of the functions the backend's ``headers``
+    declare (``declared``; TVM's guess would contradict a ``const``)."""
+    source = _DECLARATION.sub(lambda m: "" if m.group(1) in declared else m.group(0), source)
     kept = [line for line in source.splitlines()
             if not line.startswith(('#include "tvm/', "#define TVM_EXPORTS")) and "__tvm_ffi__library_ctx" not in line]
-    return "\n".join(["#include <math.h>", "#include <stdbool.h>", "#include <stdint.h>", "#define TVM_DLL static",
-                      *kept, ""])
+    return "\n".join(["#include <math.h>", "#include <stdbool.h>", "#include <stdint.h>",
+                      *(f'#include "{h}"' for h in headers), "#define TVM_DLL static", *kept, ""])
 
 
 def _literal(value, dtype: str) -> str:
@@ -129,13 +142,14 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def aot_c(mod, output_names: List[str], model: str = "default") -> AotC:
-    """The AOT C of a legalized Relax module (``LegalizeOps`` done, ``main`` its entry)."""
+def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "default") -> AotC:
+    """The AOT C of a legalized Relax module (``LegalizeOps`` done, ``main`` its entry); ``headers``:
+    what the operators' calls of a backend's C API include."""
     with tvm.target.Target("c"):
         mod = tvm.ir.transform.Sequential(relax_passes())(mod)
-    operators, temporaries = _operators_c(mod)
-    main = mod["main"]
     prefix = f"tvmgen_{model}"
+    operators, temporaries = _operators_c(mod, prefix, headers)
+    main = mod["main"]
     pointers, storages, constants, calls = {}, {}, [], []
     arena = 0
     tensor_of_storage: Dict[object, List[object]] = {}
@@ -201,7 +215,7 @@ def aot_c(mod, output_names: List[str], model: str = "default") -> AotC:
     outputs = [(n, str(t.dtype), tuple(int(d) for d in t.shape)) for n, t in zip(output_names, types)]
     inputs = [(p.name, str(p.ty.dtype), tuple(int(d) for d in p.ty.shape)) for p in main.params]
 
-    lines = [operators, "#include <string.h>", "",
+    lines = [operators, "#include <string.h>", "", "void TVMAPISetLastError(const char* message);", "",
              f"static _Alignas({ALIGN}) uint8_t {prefix}_workspace[{max(arena, 1)}];", ""]
     constants_bytes = 0
     for name, array in constants:
@@ -211,13 +225,17 @@ def aot_c(mod, output_names: List[str], model: str = "default") -> AotC:
         constants_bytes += array.nbytes
     lines += ["", f'#include "{prefix}.h"', "", f"int32_t {prefix}_run(struct {prefix}_inputs* inputs, "
               f"struct {prefix}_outputs* outputs) {{"]
+    if calls:
+        lines.append("  int32_t status;")
     for function, args in calls:
         args = args + [f"(void*)({prefix}_workspace + {slots[i]})" for i in range(len(temporaries[function]))]
-        lines.append(f"  {function}({', '.join(args)});")
+        lines += [f"  if ((status = {prefix}_{function}({', '.join(args)})) != 0) {{",
+                  f'    TVMAPISetLastError("{function}: a kernel refused its arguments (a non-zero status)");',
+                  "    return status;", "  }"]
     for (name, dtype, shape), pointer in zip(outputs, results):
         lines.append(f"  memcpy(outputs->{c_name(name)}, {pointer}, {_bytes(dtype, shape)});")
     lines += ["  return 0;", "}", ""]
-    functions = {name: sum(sizes) for name, sizes in sorted(temporaries.items())}
+    functions = {f"{prefix}_{name}": sum(sizes) for name, sizes in sorted(temporaries.items())}
     return AotC("\n".join(lines), arena, constants_bytes, functions, inputs, outputs)
 
 

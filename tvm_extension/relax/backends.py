@@ -122,6 +122,11 @@ def find(target: str, paths: Iterable[str] = ()):
     raise UserError(f"unknown target '{target}' for the Relax engine (backends with a {MODULE}.py found: {found})")
 
 
+def c_headers(backend) -> List[Path]:
+    """The headers the calls of the backend's C API need (its ``gen_includes()``)."""
+    return [Path(p) for p in _INCLUDE.findall(backend.gen_includes())]
+
+
 def c_library(backend) -> tuple:
     """(sources, include folders) of the backend's C library: every ``.c`` in the folder of each
     header its ``gen_includes()`` names, as the Relay engine packages them."""

@@ -153,9 +153,6 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
     if target == cpu_only:  # TVM's own build, nothing offloaded (what an offload is compared with)
         if attrs:
             raise UserError(f"target '{cpu_only}' has no attributes")
-    elif mlf:
-        raise UserError(f"-f mlf: the Relax engine's AOT C takes --target {PLAIN_C} (TVM's own kernels) so far; "
-                        f"target '{target}' stays on the Relay engine for an MLF (tvmc compile --target {target},c)")
     else:
         backend = backends.find(target, paths)
         attrs = _attrs(backend, attrs)
@@ -179,7 +176,8 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
     report = report + made_exact
     mod = relax.transform.LegalizeOps()(mod)
     if mlf:
-        _write_mlf(mod, _output_names(model), output)
+        _write_mlf(mod, _output_names(model), output, sources, includes,
+                   backends.c_headers(backend) if backend is not None else [])
         return report
     executable = relax.build(mod, target="llvm")
     with tempfile.TemporaryDirectory(prefix="relax-build-") as work:
@@ -202,15 +200,21 @@ def _output_names(model: Path) -> List[str]:
     return [graph.Tensors(graph.Outputs(i)).Name().decode() for i in range(graph.OutputsLength())]
 
 
-def _write_mlf(mod, output_names: List[str], output: Path):
+def _write_mlf(mod, output_names: List[str], output: Path, sources: List[Path], includes: List[Path],
+               headers: List[Path]):
+    """The MLF of AOT C, with the backend's C library (its sources, their NAME.cflags, its headers)."""
     from tvm_extension.mlf import layout  # pylint: disable=import-outside-toplevel
 
     from . import aot  # pylint: disable=import-outside-toplevel
 
-    program = aot.aot_c(mod, output_names)
+    program = aot.aot_c(mod, output_names, headers)
+    library = {f"src/{s.name}": s for s in sources}
+    library.update({f"src/{s.with_suffix('.cflags').name}": s.with_suffix(".cflags") for s in sources
+                    if s.with_suffix(".cflags").is_file()})
+    library.update({f"include/{h.name}": h for folder in includes for h in sorted(Path(folder).glob("*.h"))})
     tensors = lambda described: [layout.Tensor(*t) for t in described]
     layout.write(output, {"default_lib0.c": program.source}, tensors(program.inputs), tensors(program.outputs),
-                 program.workspace_bytes, program.constants_bytes, program.functions, "c -keys=cpu")
+                 program.workspace_bytes, program.constants_bytes, program.functions, "c -keys=cpu", library)
 
 
 def run_model(library, inputs: Dict[str, np.ndarray], repeat: int = 0):
