@@ -21,8 +21,9 @@ RELAY_PLAIN_C = ["--target", "c", "--executor", "aot", "--executor-aot-interface
                  "--executor-aot-unpacked-api", "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
 
 
-def relax_mlf(model, out, target="c"):
-    done = relax_engine("compile", str(model), "--target", target, "-f", "mlf", "-o", str(out), cwd=out.parent)
+def relax_mlf(model, out, target="c", *options):
+    done = relax_engine("compile", str(model), "--target", target, "-f", "mlf", "-o", str(out), *options,
+                        cwd=out.parent)
     assert done.returncode == 0, done.stderr[-3000:]
     if target == "c":
         assert done.stdout.strip() == "c: nothing offloaded", done.stdout
@@ -124,3 +125,30 @@ def test_blazeface_with_a_backend_equals_the_relay_engines_mlf(tmp_path, target)
     assert list(got) == list(expected)
     for name in got:
         assert np.array_equal(got[name], expected[name]), f"{target}: {name} differs from the Relay engine's"
+
+
+@pytest.mark.real_model
+def test_int8_ds_cnn_with_qvanilla_equals_the_relay_engine_and_the_relax_vm(tmp_path):
+    """With --tflite-exact both engines compute TFLite's integer arithmetic: the Relax engine's MLF
+    equals the Relay engine's bit for bit.  Without it, it equals the Relax VM's library of the same
+    model bit for bit (the float scales are written exactly: TVM would print them with 7 digits)."""
+    model = fetch("kws_dscnn_int8")
+    exact = relax_mlf(model, tmp_path / "exact.tar", "qvanilla", "--tflite-exact")
+    plain = relax_mlf(model, tmp_path / "plain.tar", "qvanilla")
+    done = run_tvmc("compile", "--target", "qvanilla", "--tflite-exact", model, "-f", "mlf", "-o",
+                    tmp_path / "relay.tar", reuse=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = relax_engine("compile", str(model), "--target", "qvanilla", "-o", "plain.so", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    generated = sources(plain)["./codegen/host/src/default_lib0.c"]
+    assert re.search(r"0x1\.[0-9a-f]+p-\d+f", generated) and not re.search(r"\de\+37f", generated)
+    programs = [build(archive, tmp_path / archive.stem) for archive in (exact, tmp_path / "relay.tar", plain)]
+    rng = np.random.default_rng(3)
+    for run in range(3):
+        inputs = {t.name: rng.uniform(-40, 80, t.shape).astype(t.dtype) for t in programs[0].inputs}
+        got, relay, got_plain = (next(iter(p.run(inputs)[0].values())) for p in programs)
+        assert np.array_equal(got, relay), f"run {run}: --tflite-exact differs from the Relay engine's MLF"
+        np.savez(tmp_path / "in.npz", **inputs)
+        done = relax_engine("run", "plain.so", "-i", "in.npz", "-o", "out.npz", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert np.array_equal(got_plain, np.load(tmp_path / "out.npz")["output_0"]), f"run {run}: differs from the VM"

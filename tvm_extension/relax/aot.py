@@ -96,19 +96,57 @@ def _operators_c(mod, prefix: str, headers: List[Path]) -> Tuple[str, Dict[str, 
         unpacked[gv], temporaries[gv.name_hint] = _unpacked(func)
     finish = [tirx.transform.FP8StorageLegalize(), tirx.transform.BF16StorageLegalize(), tirx.transform.LowerIntrin()]
     done = tvm.ir.transform.Sequential(finish)(tvm.IRModule(unpacked))
+    done, exact = _marked_floats(done)
     source = tvm.get_global_func("target.build.c")(done, target).inspect_source()
+    source = _MARKER.sub(lambda m: exact[m.group(0)], source)
     declared = {name for h in headers for name in re.findall(r"\b(\w+)\s*\(", h.read_text())}
-    return _plain(source, declared, [h.name for h in headers]), temporaries
+    defined = {f"{prefix}_{name}" for name in temporaries}
+    return _plain(source, defined, declared, [h.name for h in headers]), temporaries
+
+
+# TVM's C generator prints a float32 constant with 7 significant digits (std::scientific), which
+# is not exact: a requantization scale would round differently from the Relay engine's.  Each such
+# constant is replaced by a marker, a value that prints as a unique 7-digit text (7.000001e+37 and
+# up: float32 spacing there is under the 1e31 step), and the marker's text by the exact hexadecimal
+# constant after printing.
+_MARKER = re.compile(r"7\.\d{6}e\+37f")
+
+
+def _marked_floats(mod):
+    """(``mod`` with its inexactly printed float32 constants replaced by markers, {marker text: exact C})."""
+    exact, markers = {}, {}
+
+    def marked(imm):
+        value = float(imm.value)
+        if str(imm.ty) != "float32" or not math.isfinite(value) or float(np.float32(f"{value:.6e}")) == value:
+            return imm
+        magnitude = abs(value)
+        if magnitude not in markers:
+            markers[magnitude] = float(np.float32(7.0e37 + (len(markers) + 1) * 1e31))
+            text = f"{markers[magnitude]:.6e}f"
+            assert len(markers) < 10**6 and text not in exact and _MARKER.fullmatch(text), text
+            exact[text] = _literal(magnitude, "float32")
+        return tirx.FloatImm("float32", markers[magnitude] if value > 0 else -markers[magnitude])
+
+    functions = {gv: tvm_ffi.structural_map(f, (tirx.FloatImm, marked)) for gv, f in mod.functions.items()}
+    return tvm.IRModule(functions), exact
 
 
 _DECLARATION = re.compile(r'#ifdef __cplusplus\nextern "C"\n#endif\nTVM_DLL [\w\s\*]+?\b(\w+)\([^;{]*\);\n')
 
 
-def _plain(source: str, declared, headers: List[str]) -> str:
+def _plain(source: str, defined, declared, headers: List[str]) -> str:
     """TVM's C without what only its runtime defines (its includes, library context and export
-    macro), and without its guessed declarations of the functions the backend's ``headers``
-    declare (``declared``; TVM's guess would contradict a ``const``)."""
-    source = _DECLARATION.sub(lambda m: "" if m.group(1) in declared else m.group(0), source)
+    macro).  Its declarations of functions defined elsewhere are dropped where the backend's
+    ``headers`` declare them (``declared``; TVM's guess would contradict a ``const``), and otherwise
+    kept as external (a backend's ``_linked`` wrappers, libm's ``nearbyintf``); the operators
+    (``defined``) stay file-local."""
+    def declaration(match):
+        if match.group(1) in defined:
+            return match.group(0)
+        return "" if match.group(1) in declared else match.group(0).replace("TVM_DLL ", "")
+
+    source = _DECLARATION.sub(declaration, source)
     kept = [line for line in source.splitlines()
             if not line.startswith(('#include "tvm/', "#define TVM_EXPORTS")) and "__tvm_ffi__library_ctx" not in line]
     return "\n".join(["#include <math.h>", "#include <stdbool.h>", "#include <stdint.h>",
