@@ -197,6 +197,23 @@ def test_chocolate_tiles_and_strides_that_share_a_factor_7(tmp_path):
         assert offloaded_convs(report, "chocolate") == 1, report
 
 
+def test_chocolate_row_tiles_whose_windows_all_fall_in_the_padding(tmp_path):
+    """A 1x1 conv with two padding rows below a one-row input (3 output rows) on 2-row tiles (found
+    by the int8 property test, seed 3202): the second tile's pixels read no input row, and its patch
+    of [2, 1) was refused at run time (CHOCOLATE_EBOUNDS, status -1); so with a 2x1 window.  The
+    tile now loads the nearest row, which its im2col does not read; int8 and float, offloaded."""
+    attrs = dict(tile_m=2, tile_n=2, tile_k=2, dma_bytes_per_cycle=1, dma_setup_cycles=0, scratchpad_bytes=48)
+    for kernel, pads, rows in (((1, 1), [0, 0, 2, 0], 3), ((2, 1), [1, 0, 3, 0], 4)):
+        spec = dict(input=(1, 1, 1, 1), layers=[_layer(out=1, kernel=kernel, pads=pads, shape=(1, rows, 1),
+                                                       per_channel=False, relu=False, input_zp=0, output_zp=0)], seed=0)
+        for check in (check_int8, check_float):
+            work = tmp_path / f"{check.__name__}{kernel[0]}"
+            work.mkdir()
+            floats = dict(attrs, scratchpad_bytes=96) if check is check_float else attrs
+            report = check("chocolate", spec, floats, work)
+            assert offloaded_convs(report, "chocolate", *(["qnn.conv2d"] if check is check_int8 else [])) == 1, report
+
+
 # Issue 32: a depthwise 1x1 conv -> LeakyRelu -> a dense 2x8 conv -> Add(scalar constant, conv) ->
 # Relu.  On Chocolate the layout conversion swapped the Add's operands with a TVM Array's [::-1],
 # which gives no operands at all: "the function is provided too few arguments expected 2, found 0".

@@ -104,11 +104,14 @@ def test_tir_loads_a_band_per_row_panel():
     (computed from m_0), then its A tiles gathered on chip."""
     plan = next(p for p in plans(LAYER, core(1024)) if (p.order, p.patch) == ("weights", "bands"))
     script = lowered(plan, core(1024))
-    assert re.search(r"for m_0 in range\(7\):\s+cse_var_2: T.int32 = m_0 \* 4\s+cse_var_1: T.int32 = "
-                     r"T.max\(cse_var_2 // 5 - 1, 0\)\s+with T.LetStmt\(T.call_extern\(\"int32\", "
-                     r"\"chocolate_dma_patch_s8_call\", 400, input.data, cse_var_1, T.min\(\(T.min\(cse_var_2 \+ 4, "
-                     r"25\) - 1\) // 5 \+ 2, 5\) - cse_var_1\)\)(\s+.*){3}\s+for ax0 in range\(7\):\s+status: T.int32 = "
-                     r"T.call_extern\(\"int32\", \"chocolate_im2col_patch_call\"", script), script
+    # rows [max(y0 - 1, 0), min(y1 + 2, 5)) of the panel's first and last output rows y0, y1; at least
+    # one (a panel whose windows all fall in the padding below loads the nearest row)
+    assert re.search(r"for m_0 in range\(7\):\s+cse_var_2: T.int32 = m_0 \* 4\s+cse_var_3: T.int32 = cse_var_2 // 5"
+                     r"\s+cse_var_1: T.int32 = T.max\(cse_var_3 - 1, 0\)\s+with T.LetStmt\(T.call_extern\(\"int32\", "
+                     r"\"chocolate_dma_patch_s8_call\", 400, input.data, cse_var_1, T.max\(T.min\(\(T.min\(cse_var_2 \+ 4, "
+                     r"25\) - 1\) // 5 \+ 2, 5\), T.max\(cse_var_3, 1\)\) - cse_var_1\)\)(\s+.*){3}\s+for ax0 in "
+                     r"range\(7\):\s+status: T.int32 = T.call_extern\(\"int32\", \"chocolate_im2col_patch_call\"",
+                     script), script
     assert "chocolate_dma_im2col" not in script
 
 

@@ -179,7 +179,10 @@ def band(layer: "ConvLayer", m0, tile_m: int, lo=max, hi=min):
     rows = layer.oh * layer.ow
     first = lo((m0 // layer.ow) * layer.stride_h - layer.pad_top, 0)
     last = hi((hi(m0 + tile_m, rows) - 1) // layer.ow * layer.stride_h - layer.pad_top + layer.kh, layer.ih)
-    return first, last - first
+    # Pixels whose windows all fall in the padding read no input row; the patch still holds one (the
+    # nearest: chocolate_dma_patch takes at least one row), which their im2col does not read.
+    first = hi(first, layer.ih - 1)
+    return first, lo(last, first + 1) - first
 
 
 def _taps(size: int, out: int, stride: int, window: int, pad: int) -> int:
