@@ -152,3 +152,45 @@ def test_int8_ds_cnn_with_qvanilla_equals_the_relay_engine_and_the_relax_vm(tmp_
         done = relax_engine("run", "plain.so", "-i", "in.npz", "-o", "out.npz", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert np.array_equal(got_plain, np.load(tmp_path / "out.npz")["output_0"]), f"run {run}: differs from the VM"
+
+
+@pytest.mark.real_model
+def test_int8_ds_cnn_on_chocolate_as_on_the_relay_engine(tmp_path, monkeypatch):
+    """Chocolate's program in the AOT C: DS-CNN at 8x8x8 gives the Relay engine's MLF outputs bit
+    for bit, and every counter of the hardware model (DMA bytes and calls, core calls)."""
+    from test_relax_chocolate import counters  # pylint: disable=import-outside-toplevel
+
+    model, tiles = fetch("kws_dscnn_int8"), [f"--target-chocolate-tile_{d}=8" for d in "mnk"]
+    relax = relax_mlf(model, tmp_path / "relax.tar", "chocolate", *tiles)
+    done = run_tvmc("compile", "--target", "chocolate", *tiles, model, "-f", "mlf", "-o", tmp_path / "relay.tar",
+                    reuse=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    programs = {name: build(tmp_path / f"{name}.tar", tmp_path / name) for name in ("relax", "relay")}
+    rng = np.random.default_rng(7)
+    for run in range(2):
+        inputs = {"input_1": rng.uniform(-40, 80, (1, 50, 10, 1)).astype(np.float32)}
+        seen = {}
+        for name, program in programs.items():
+            report = tmp_path / f"{name}{run}.txt"
+            monkeypatch.setenv("CHOCOLATE_REPORT", str(report))
+            seen[name] = (next(iter(program.run(inputs)[0].values())), counters(report))
+        assert np.array_equal(seen["relax"][0], seen["relay"][0]), f"run {run}"
+        assert seen["relax"][1] == seen["relay"][1] and int(seen["relax"][1]["chocolate.core_calls"]) > 0
+
+
+def test_the_relax_mlf_on_a_board(tmp_path):
+    """The same archive cross-built for the Cortex-M4 board and run in QEMU: the host's outputs bit
+    for bit, no heap, the workspace in the board's RAM report as in the metadata."""
+    from tvm_extension.mlf import board  # pylint: disable=import-outside-toplevel
+
+    archive = relax_mlf(CNN, tmp_path / "cnn.tar", "vanilla_accelerator")
+    inputs = random_inputs(CNN, seed=6)
+    (host,) = build(archive, tmp_path / "host").run(inputs)[0].values()
+    program = board.build(archive, tmp_path / "board", "mps2-an386")
+    (got,) = program.run(inputs)[0].values()
+    assert np.array_equal(got, host)
+    assert program.memory.heap == 0 and program.instructions > 0
+    with tarfile.open(archive) as tar:
+        metadata = json.load(tar.extractfile("./metadata.json"))
+    assert program.memory.workspace == metadata["modules"]["default"]["memory"]["functions"]["main"][0][
+        "workspace_size_bytes"]
