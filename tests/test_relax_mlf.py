@@ -112,19 +112,27 @@ def test_vanillas_kernels_in_the_relax_mlf(tmp_path):
     np.testing.assert_allclose(got, onnx_reference(CNN, inputs)[0], rtol=1e-5, atol=1e-6)
 
 
+NETWORKS = [  # (network, backend, tvmc's --input-shapes): float networks, every conv on the backend
+    ("blazeface", "vanilla_accelerator", None), ("blazeface", "strawberry", None),
+    ("kws_on_off_float32", "vanilla_accelerator", None),  # a TFLite output name with ':' (sanitized as TVM does)
+    ("mtcnn_onet", "chocolate", "input_3:[1,48,48,3]"),  # three ONNX outputs; an address taken in a weights tensor
+]
+
+
 @pytest.mark.real_model
-@pytest.mark.parametrize("target", ["vanilla_accelerator", "strawberry"])
-def test_blazeface_with_a_backend_equals_the_relay_engines_mlf(tmp_path, target):
-    model = fetch("blazeface")
-    relax = relax_mlf(model, tmp_path / "relax.tar", target)
-    done = run_tvmc("compile", "--target", target, model, "-f", "mlf", "-o", tmp_path / "relay.tar", reuse=True)
+@pytest.mark.parametrize("name, target, shapes", NETWORKS, ids=[f"{n}-{t}" for n, t, _ in NETWORKS])
+def test_real_networks_with_a_backend_equal_the_relay_engines_mlf(tmp_path, name, target, shapes):
+    model, options = fetch(name), ["--input-shapes", shapes] if shapes else []
+    relax = relax_mlf(model, tmp_path / "relax.tar", target, *options)
+    done = run_tvmc("compile", "--target", target, *options, model, "-f", "mlf", "-o", tmp_path / "relay.tar",
+                    reuse=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    inputs = {"input": np.random.default_rng(9).standard_normal((1, 128, 128, 3)).astype(np.float32)}
-    got = build(relax, tmp_path / "relax").run(inputs)[0]
-    expected = build(tmp_path / "relay.tar", tmp_path / "relay").run(inputs)[0]
-    assert list(got) == list(expected)
-    for name in got:
-        assert np.array_equal(got[name], expected[name]), f"{target}: {name} differs from the Relay engine's"
+    programs = [build(relax, tmp_path / "relax"), build(tmp_path / "relay.tar", tmp_path / "relay")]
+    inputs = {t.name: np.random.default_rng(9).standard_normal(t.shape).astype(t.dtype) for t in programs[1].inputs}
+    got, expected = (p.run(inputs)[0] for p in programs)
+    assert list(got) == list(expected)  # the same interface: names and order
+    for output in got:
+        assert np.array_equal(got[output], expected[output]), f"{name} on {target}: {output} differs"
 
 
 @pytest.mark.real_model

@@ -68,6 +68,12 @@ def _unpacked(func: tirx.PrimFunc) -> Tuple[tirx.PrimFunc, List[int]]:
         return pointers[call.args[0]] if call.op.same_as(buffer_data) and call.args[0] in pointers else call
 
     body = tvm_ffi.structural_map(func.body, (tvm.ir.Call, pointer))
+    # A parameter's symbolic element offset (an address taken inside it: ``address_of(B[27, 0])``)
+    # is 0: the AOT main passes each tensor's first element.
+    offsets = {p.ty.elem_offset: tirx.const(0, p.ty.elem_offset.ty) for p in pointers
+               if isinstance(p.ty.elem_offset, tvm.ir.Var)}
+    if offsets:
+        body = tvm_ffi.structural_map(body, (tvm.ir.Var, lambda v: offsets.get(v, v)))
     temporaries, sizes = [], []
 
     def hoisted(stmt):

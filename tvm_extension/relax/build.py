@@ -1,5 +1,6 @@
 """ONNX or TFLite model -> shared library (the backend's C library linked in) -> outputs with the Relax VM."""
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -189,15 +190,18 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
 
 
 def _output_names(model: Path) -> List[str]:
-    """The model's output names, as the Relay engine's MLF names them."""
+    """The model's output names, as the Relay engine's MLF names them: TFLite's tensor names; for
+    ONNX, whose names tvmc's frontend drops, ``output`` or ``output0``, ``output1``..."""
     if model.suffix == ".onnx":
         import onnx  # pylint: disable=import-outside-toplevel
 
-        return [o.name for o in onnx.load(str(model), load_external_data=False).graph.output]
+        count = len(onnx.load(str(model), load_external_data=False).graph.output)
+        return ["output"] if count == 1 else [f"output{i}" for i in range(count)]
     import tflite  # pylint: disable=import-outside-toplevel
 
     graph = tflite.Model.GetRootAsModel(model.read_bytes(), 0).Subgraphs(0)
-    return [graph.Tensors(graph.Outputs(i)).Name().decode() for i in range(graph.OutputsLength())]
+    names = [graph.Tensors(graph.Outputs(i)).Name().decode() for i in range(graph.OutputsLength())]
+    return [re.sub(r"[^A-Za-z0-9]", "_", name) for name in names]  # as TVM's SanitizeName
 
 
 def _write_mlf(mod, output_names: List[str], output: Path, sources: List[Path], includes: List[Path],
