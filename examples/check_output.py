@@ -17,7 +17,9 @@ def main(model, inputs, outputs, mlf=None):
     if mlf:
         with tarfile.open(mlf) as archive:
             calls = sum(
-                len(re.findall(r"= vanilla_(?:depthwise_)?conv2dn(?:chw|hwc)\w*\(", archive.extractfile(m).read().decode()))
+                # calls, not declarations (whose first parameter is a type: "int8_t*")
+                len(re.findall(r"\bvanilla_(?:depthwise_)?conv2dn(?:chw|hwc)\w*\((?![\w\s]*\*)",
+                               archive.extractfile(m).read().decode()))
                 for m in archive.getmembers() if m.name.startswith("./codegen/host/src/") and "_lib" in m.name
             )
         print(f"offloaded convolutions (vanilla_conv2d* calls): {calls}")
