@@ -21,12 +21,12 @@ from conftest import EXAMPLES, ROOT, stand_in_checkout
 BACKENDS = ["uma_vanilla", "uma_qvanilla", "uma_strawberry", "uma_chocolate"]  # as scripts/env.sh installs them
 
 # What scripts/demo.sh runs: tvmc with the example extensions, make_input.py, tvm_extension.mlf,
-# check_output.py.  The benchmarks (benchmarks/, the [bench] extra) and the sweeps (tvm_extension/sweep, the
-# [sweep] extra) are not part of it.
+# check_output.py.  The benchmarks (benchmarks/, the [bench] extra), the sweeps (tvm_extension/sweep, the
+# [sweep] extra) and the Relax engine (tvm_extension/relax: .venv-relax, requirements-relax.lock) are not part of it.
 DEMO_FILES = [EXAMPLES / "make_input.py", EXAMPLES / "check_output.py",
               *[p for package in ("tvm_extension", "uma_vanilla", "uma_qvanilla", "uma_strawberry", "uma_chocolate")
                 for p in (ROOT / package).rglob("*.py") if "tests" not in p.relative_to(ROOT).parts
-                and not {"testing", "sweep"} & set(p.relative_to(ROOT).parts)]]
+                and not {"testing", "sweep", "relax"} & set(p.relative_to(ROOT).parts)]]
 OWN_MODULES = {"tvm_extension", "uma_vanilla", "uma_qvanilla", "uma_strawberry", "uma_chocolate"}
 
 
