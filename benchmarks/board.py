@@ -3,6 +3,7 @@ inference of each backend's build beside plain TVM's C build, written into docs/
 
     python benchmarks/board.py                       # every network, mps2-an386 and mps3-an547
     python benchmarks/board.py --networks kws_dscnn_int8 --boards mps2-an386
+    python benchmarks/board.py --engines             # the int8 networks' MLFs of both engines, as ratios
 
 Every build uses the same tvmc options (AOT, C interface, CRT, no vectors: TVMC's options for
 microcontrollers) and the same cross-compiler flags (gcc -O2 for the board's core).  Each
@@ -41,6 +42,9 @@ TARGETS = {"vanilla": "vanilla_accelerator", "qvanilla": "qvanilla", "strawberry
            "chocolate": "chocolate", "plain": "c"}
 SRAM = 256 * 1024
 BEGIN, END = "<!-- board table: benchmarks/board.py writes from here -->", "<!-- end of the board table -->"
+ENGINES_BEGIN = "<!-- engines board table: benchmarks/board.py --engines writes from here -->"
+ENGINES_END = "<!-- end of the engines board table -->"
+RELAX_ENGINE = ROOT / ".venv-relax" / "bin" / "tvm-extension"  # made by scripts/env.sh test
 
 
 def compile_mlf(net, backend, out):
@@ -51,6 +55,14 @@ def compile_mlf(net, backend, out):
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"error: tvmc failed for {net} {backend}: {done.stderr.strip().splitlines()[-1]}")
+
+
+def compile_relax_mlf(net, backend, out):
+    """The Relax engine's MLF (its own AOT C) of the same network and backend."""
+    command = [str(RELAX_ENGINE), "compile", str(fetch(net)), "--target", TARGETS[backend], "-f", "mlf", "-o", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"error: the Relax engine failed for {net} {backend}: {done.stderr.strip().splitlines()[-1]}")
 
 
 def measure(archive, board, work):
@@ -115,11 +127,49 @@ def table(networks, board_names, command):
     return "\n".join(lines)
 
 
+def engines_table(networks, board_names, command):
+    """Per int8 network, backend and board: the Relax engine's MLF against the Relay engine's (ROM,
+    RAM, instructions per inference, as ratios Relax / Relay), each run against its own host build."""
+    lines = [environment(command), "",
+             "| network | build | board | ROM KiB Relay / Relax | RAM KiB Relay / Relax | M instructions Relay / "
+             "Relax | Relax / Relay: ROM, RAM, instructions | outputs vs host (Relay, Relax) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    with tempfile.TemporaryDirectory(prefix="board-engines-") as tmp:
+        work = Path(tmp)
+        for net in networks:
+            for backend in ["plain"] + NETWORKS[net][1]:
+                relay, relax = work / f"{net}-{backend}.tar", work / f"{net}-{backend}-relax.tar"
+                compile_mlf(net, backend, relay)
+                compile_relax_mlf(net, backend, relax)
+                for board in board_names:
+                    (a, agree_a), (b, agree_b) = (measure(archive, board, work / f"{archive.stem}-{board}")
+                                                  for archive in (relay, relax))
+                    ratios = [b.memory.rom() / a.memory.rom(), b.memory.ram() / a.memory.ram(),
+                              b.instructions / a.instructions]
+                    lines.append(f"| {net} | {backend} | {board} | {kib(a.memory.rom())} / {kib(b.memory.rom())} | "
+                                 f"{kib(a.memory.ram())} / {kib(b.memory.ram())} | {a.instructions / 1e6:.2f} / "
+                                 f"{b.instructions / 1e6:.2f} | {', '.join(f'{r:.2f}x' for r in ratios)} | "
+                                 f"{agree_a}, {agree_b} |")
+                    print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
+def write_section(path: Path, begin: str, end: str, text: str):
+    """Replace the part of ``path`` between ``begin`` and ``end`` (appended when missing)."""
+    page = path.read_text() if path.is_file() else f"# Benchmarks\n\n{begin}\n{end}\n"
+    if begin not in page:
+        page += f"\n{begin}\n{end}\n"
+    head, rest = page.split(begin, 1)
+    path.write_text(f"{head}{begin}\n{text}\n{end}{rest.split(end, 1)[1] if end in rest else chr(10)}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=list(NETWORKS))
     parser.add_argument("--boards", nargs="+", default=["mps2-an386", "mps3-an547"], choices=list(boards.BOARDS))
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--engines", action="store_true",
+                        help="the int8 networks' MLFs of the Relay and the Relax engine side by side")
     args = parser.parse_args()
     try:
         boards.check_tools()
@@ -128,12 +178,16 @@ def main():
     command = "python benchmarks/board.py" + "".join(
         f" --{k} {' '.join(v)}" for k, v in (("networks", args.networks), ("boards", args.boards))
         if v != parser.get_default(k))
-    text = table(args.networks, args.boards, command)
-    page = args.output.read_text() if args.output.is_file() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in page:
-        page += f"\n{BEGIN}\n{END}\n"
-    head, rest = page.split(BEGIN, 1)
-    args.output.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1] if END in rest else chr(10)}")
+    if args.engines:
+        if not RELAX_ENGINE.is_file():
+            sys.exit(f"error: {RELAX_ENGINE} is missing: scripts/env.sh test makes the Relax engine's environment")
+        networks = [n for n in args.networks if n.endswith("_int8")]
+        command = "python benchmarks/board.py --engines" + (
+            f" --networks {' '.join(networks)}" if args.networks != parser.get_default("networks") else "") + (
+            f" --boards {' '.join(args.boards)}" if args.boards != parser.get_default("boards") else "")
+        write_section(args.output, ENGINES_BEGIN, ENGINES_END, engines_table(networks, args.boards, command))
+    else:
+        write_section(args.output, BEGIN, END, table(args.networks, args.boards, command))
     print(f"wrote {args.output}")
 
 
