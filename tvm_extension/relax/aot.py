@@ -4,9 +4,9 @@
 apache-tvm 0.27 has no AOT executor and gives every C function TVM's packed calling convention
 (argument records, checks, a runtime).  Here each operator's PrimFunc is lowered by the default
 TIR passes up to, not including, ``MakePackedAPI``; its buffer parameters become raw data
-pointers and its temporaries become pointer parameters into the workspace, so TVM's C code
-generator prints ``void fused_conv2d_relu(float* restrict p0, ..., float* restrict tmp0)``:
-loops only, no runtime.  Relax's ``StaticPlanBlockMemory`` plans the intermediate tensors into
+pointers, its temporaries pointer parameters into the workspace and a failed check a returned
+status, so TVM's C code generator prints ``int32_t tvmgen_default_fused_conv2d_relu(float* input,
+float* param_0, float* out, float* pad_temp_ws)``: loops and the backend's calls, no runtime.  Relax's ``StaticPlanBlockMemory`` plans the intermediate tensors into
 storages by liveness; the storages, then the temporaries' slots (one at a time: calls run one after
 another), share one static workspace.  Weights are ``const`` arrays with exact (hexadecimal)
 literals; the same module gives the same C.
@@ -43,12 +43,13 @@ def relax_passes():
 
 def tir_passes(target):
     """TVM's default CPU lowering (tvm/s_tir/pipeline.py) up to, not including, SplitHostDevice
-    and MakePackedAPI (the passes for GPUs left out)."""
+    and MakePackedAPI (the passes for GPUs left out); vector loops made scalar, as the Relay
+    engine's embedded options do (tir.disable_vectorize): C has no vector types."""
     s, t = tvm.s_tir.transform, tirx.transform
     return [t.BindTarget(target), s.CanonicalizeLoop(), s.LowerInitBlock(), s.PlanAndUpdateBufferAllocationLocation(),
             s.ConvertBlocksToOpaque(), s.CompactBufferAllocation(), s.LowerMatchBuffer(), s.StmtSimplify(),
             s.LowerOpaqueBlock(), t.FlattenBuffer(), t.BF16ComputeLegalize(), t.NarrowDataType(32), s.LoopPartition(),
-            t.VectorizeLoop(True), t.StorageRewrite(), s.HoistIfThenElse(), t.UnrollLoop(),
+            t.VectorizeLoop(False), t.StorageRewrite(), s.HoistIfThenElse(), t.UnrollLoop(),
             s.RenormalizeSplitPattern(), t.StmtSimplify(), t.RemoveNoOp(), s.RewriteUnsafeSelect(),
             t.CommonSubexprElim(), t.FP8ComputeLegalize(), t.VerifyMemory()]
 
