@@ -14,21 +14,31 @@ case "${1:-}" in
   *) echo "error: scripts/env.sh is sourced with 'demo' or 'test'" >&2; exit 2 ;;
 esac
 
-find_python310() {
-  # A pyenv shim may be on PATH without a 3.10 behind it: check that it runs.
-  if python3.10 -c 'import sys' >/dev/null 2>&1; then command -v python3.10; return; fi
+# find_python X.Y: that Python's interpreter (on PATH, or through pyenv), or nothing.
+find_python() {
+  # A pyenv shim may be on PATH without that version behind it: check that it runs.
+  if "python$1" -c 'import sys' >/dev/null 2>&1; then command -v "python$1"; return; fi
   if command -v pyenv >/dev/null 2>&1; then
     local version
-    for version in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.10(\.[0-9]+)?$' | sort -V -r); do
-      if [ -x "$(pyenv prefix "$version")/bin/python3.10" ]; then echo "$(pyenv prefix "$version")/bin/python3.10"; return; fi
+    for version in $(pyenv versions --bare 2>/dev/null | grep -E "^${1//./\\.}(\\.[0-9]+)?\$" | sort -V -r); do
+      if [ -x "$(pyenv prefix "$version")/bin/python$1" ]; then echo "$(pyenv prefix "$version")/bin/python$1"; return; fi
     done
   fi
   local candidate
-  for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.10*/bin/python3.10; do
+  for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1"*/bin/"python$1"; do
     if [ -x "$candidate" ]; then echo "$candidate"; return; fi
   done
+}
+find_python310() {
+  find_python 3.10 | grep . && return
   echo "error: Python 3.10 is needed (TVM's hhb-tvm wheels exist only for 3.10): install it, e.g. 'pyenv install 3.10', or put python3.10 on PATH" >&2
   exit 1
+}
+# The Relax engine's Python: the newest of 3.13, 3.12, 3.11 found (apache-tvm installs on each), else 3.10.
+find_relax_python() {
+  local version
+  for version in 3.13 3.12 3.11; do find_python "$version" | grep . && return; done
+  find_python310
 }
 
 step() { echo "setup: $*" >&2; }
@@ -77,31 +87,35 @@ if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system
   fi
 fi
 # The Relax engine (tvm_extension/relax, docs/relax.md) runs on apache-tvm 0.27, whose package is
-# named tvm like hhb-tvm's: an environment of its own, with this checkout on its path (a .pth: the
-# framework depends on hhb-tvm, so it is not pip-installed there), its command tvm-extension, and
-# the example backends pip-installed (their "tvm.backends" entry points
-# register them at import tvm).
+# named tvm like hhb-tvm's: an environment of its own, on the newest Python it finds, with this
+# project and the example backends installed there too (editable, without the Relay engine's
+# dependencies: their "tvm.backends" entry points register them at import tvm; its command is tvm-extension).
 # tests/test_relax_engine.py runs it there.
 RELAX_VENV="${TVM_EXTENSION_RELAX_VENV:-$ROOT/.venv-relax}"
 RELAX_BACKENDS=(uma_vanilla uma_qvanilla uma_strawberry uma_chocolate)  # every example has a relax_patterns.py
-relax_input() {
-  cat "$ROOT/requirements-relax.lock"
-  for backend in "${RELAX_BACKENDS[@]}"; do cat "$ROOT/$backend/pyproject.toml"; done
-  echo "$ROOT"
-}
 # Made for the tests, and for the demo when TVM_EXTENSION_WITH_RELAX=1 (scripts/demo.sh --relax).
-if { [ "$1" = test ] || [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; } && { [ ! -x "$RELAX_VENV/bin/python" ] \
-    || [ "$(cat "$RELAX_VENV/.installed-relax" 2>/dev/null)" != "$(digest <(relax_input))" ]; }; then
-  step "setting up the Relax engine's environment $RELAX_VENV (requirements-relax.lock)"
-  [ -x "$RELAX_VENV/bin/python" ] || "$(find_python310)" -m venv "$RELAX_VENV"
-  RELAX_PIP=("$RELAX_VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
-  "${RELAX_PIP[@]}" -r "$ROOT/requirements-relax.lock"
-  "${RELAX_PIP[@]}" --no-deps "${RELAX_BACKENDS[@]/#/-e$ROOT/}"
-  mkdir -p "$RELAX_VENV/lib/python3.10/site-packages"
-  printf '%s\n' "$ROOT" > "$RELAX_VENV/lib/python3.10/site-packages/tvm_extension_checkout.pth"
-  printf '#!%s\nimport sys\nfrom tvm_extension.cli import main\nsys.exit(main())\n' "$RELAX_VENV/bin/python" \
-    > "$RELAX_VENV/bin/tvm-extension"
-  chmod +x "$RELAX_VENV/bin/tvm-extension"
-  digest <(relax_input) > "$RELAX_VENV/.installed-relax"
+if [ "$1" = test ] || [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; then
+  RELAX_PYTHON="$(find_relax_python)"
+  relax_input() {
+    echo "$RELAX_PYTHON"
+    cat "$ROOT/requirements-relax.lock" "$ROOT/pyproject.toml"
+    for backend in "${RELAX_BACKENDS[@]}"; do cat "$ROOT/$backend/pyproject.toml"; done
+    echo "$ROOT"
+  }
+  if [ ! -x "$RELAX_VENV/bin/python" ] || [ "$(cat "$RELAX_VENV/.installed-relax" 2>/dev/null)" != "$(digest <(relax_input))" ]; then
+    step "setting up the Relax engine's environment $RELAX_VENV ($RELAX_PYTHON, requirements-relax.lock)"
+    # Another Python than the one it was made with (a newer one installed since): made anew.
+    if [ -x "$RELAX_VENV/bin/python" ] && ! grep -qx "$RELAX_PYTHON" "$RELAX_VENV/.python" 2>/dev/null; then
+      rm -rf "$RELAX_VENV"
+    fi
+    if [ ! -x "$RELAX_VENV/bin/python" ]; then
+      "$RELAX_PYTHON" -m venv "$RELAX_VENV"
+      echo "$RELAX_PYTHON" > "$RELAX_VENV/.python"
+    fi
+    RELAX_PIP=("$RELAX_VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+    "${RELAX_PIP[@]}" -r "$ROOT/requirements-relax.lock"
+    "${RELAX_PIP[@]}" --no-deps "-e$ROOT" "${RELAX_BACKENDS[@]/#/-e$ROOT/}"
+    digest <(relax_input) > "$RELAX_VENV/.installed-relax"
+  fi
 fi
 export PATH="$VENV/bin:$PATH"

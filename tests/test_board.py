@@ -310,7 +310,7 @@ def test_test_setup_installs_the_toolchain_and_the_demo_does_not(tmp_path):
         (bin_dir / stand_in).write_text(STAND_IN if stand_in != "id" else "#!/bin/bash\necho 0\n")
         (bin_dir / stand_in).chmod(0o755)
     env = dict(os.environ, TVM_EXTENSION_VENV=str(tmp_path / "venv"), TVM_EXTENSION_RELAX_VENV=str(tmp_path / "relax"),
-               CALLS=str(calls), PATH=str(bin_dir))
+               CALLS=str(calls), PATH=str(bin_dir), PYENV_ROOT=str(tmp_path / "no-pyenv"))
 
     def setup(purpose):
         calls.write_text("")

@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, run_tvmc
 from test_relax_engine import RELAX_PYTHON, patterns_matched, relax_engine, report_line
 from tvm_extension.mlf import build
-from tvm_extension.testing import fetch
+from tvm_extension.testing import fetch, tflite_interpreter
 
 # the DS-CNN fixture: compiled once (pytest-xdist runs the module in one worker)
 pytestmark = pytest.mark.xdist_group("relax_int8")
@@ -77,7 +77,8 @@ def run_keeping_calls(library, inputs, work):
 def reference_kernels(model, inputs):
     """TFLite's reference kernels, every tensor kept: (outputs, [(operator, its output), ...] in
     the order TFLite runs them, the indices of the tensors an ADD reads)."""
-    from tflite_runtime.interpreter import Interpreter, OpResolverType
+    tflite = tflite_interpreter()
+    Interpreter, OpResolverType = tflite.Interpreter, tflite.OpResolverType
 
     interpreter = Interpreter(model_path=str(model), experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
                               experimental_preserve_all_tensors=True)
@@ -93,7 +94,7 @@ def reference_kernels(model, inputs):
 
 
 def model_inputs(model, rng, float_range):
-    from tflite_runtime.interpreter import Interpreter
+    Interpreter = tflite_interpreter().Interpreter
 
     interpreter = Interpreter(model_path=str(model))
     return {d["name"]: (rng.uniform(*float_range, d["shape"]) if d["dtype"] == np.float32

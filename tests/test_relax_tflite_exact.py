@@ -9,7 +9,7 @@ import pytest
 from test_relax_engine import relax_engine
 from test_relax_int8 import QVANILLA_EXT, model_inputs
 from test_tflite_exact_ops import models, reference_kernels  # noqa: F401  (a fixture, used by name)
-from tvm_extension.testing import fetch
+from tvm_extension.testing import fetch, tflite_interpreter
 
 
 def compile_relax(model, target, output, exact=True):
@@ -71,7 +71,7 @@ def test_operators_after_a_convolution(models, tmp_path, name, made_exact):  # n
 
 def test_operators_alone_over_their_domain(models, tmp_path):  # noqa: F811
     """MUL on all 65536 pairs of int8 values; LOGISTIC and TANH on every int8 value; MEAN on random ones."""
-    from tflite_runtime.interpreter import Interpreter
+    Interpreter = tflite_interpreter().Interpreter
 
     values = np.arange(-128, 128, dtype=np.int8)
     rows, columns = np.meshgrid(values, values, indexing="ij")

@@ -84,9 +84,9 @@ def test_demo_lock_is_the_projects_dependencies_pinned_as_for_the_tests():
     demo, full = read_lock(ROOT / "requirements-demo.lock"), read_lock(ROOT / "requirements.lock")
     assert {name: full.get(name) for name in demo} == demo, "the demo's pins differ from requirements.lock's"
     assert not {name for name in demo if re.match(r"tensorflow|keras|tensorboard|pytest", name)}
-    # Exactly what `pip install .` brings, nothing more (the project itself is installed apart, editable).
-    dependencies = tomli.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert set(demo) == closure(dependencies)
+    # Exactly what `pip install .[relay]` brings, nothing more (the project itself is installed apart, editable).
+    project = tomli.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert set(demo) == closure(project["dependencies"] + project["optional-dependencies"]["relay"])
 
 
 def test_demo_lock_provides_every_module_the_demo_imports():
@@ -108,11 +108,12 @@ def test_setup_steps_say_what_they_do_and_run_once(tmp_path):
     root = stand_in_checkout(tmp_path / "checkout")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "python3.10").write_text(STAND_IN_PYTHON)
-    (bin_dir / "python3.10").chmod(0o755)
+    for python in ("python3.10", "python3.12"):  # the Relax engine's is the newest found, 3.10 the Relay engine's
+        (bin_dir / python).write_text(STAND_IN_PYTHON)
+        (bin_dir / python).chmod(0o755)
     venv, relax_venv, calls = tmp_path / "venv", tmp_path / "venv-relax", tmp_path / "calls"
     env = dict(os.environ, TVM_EXTENSION_VENV=str(venv), TVM_EXTENSION_RELAX_VENV=str(relax_venv), CALLS=str(calls),
-               PATH=f"{bin_dir}:{os.environ['PATH']}")
+               PATH=f"{bin_dir}:/usr/bin:/bin", PYENV_ROOT=str(tmp_path / "no-pyenv"))  # only the stand-in Pythons
 
     def setup(purpose):
         calls.write_text("")
@@ -134,13 +135,21 @@ def test_setup_steps_say_what_they_do_and_run_once(tmp_path):
     # The tests add their lock to the same environment (the project and the backends are already
     # there), and the Relax engine's environment beside it (with the backends that have a Relax part).
     assert setup("test") == ([f"setup: installing {full_count} pinned packages for the tests (requirements.lock)",
-                              f"setup: setting up the Relax engine's environment {relax_venv} (requirements-relax.lock)"],
-                             [f"{pip} -r {root}/requirements.lock", f"python3.10 -m venv {relax_venv}",
+                              f"setup: setting up the Relax engine's environment {relax_venv} "
+                              f"({bin_dir / 'python3.12'}, requirements-relax.lock)"],
+                             [f"{pip} -r {root}/requirements.lock", f"python3.12 -m venv {relax_venv}",
                               f"{pip} -r {root}/requirements-relax.lock",
-                              f"{pip} --no-deps -e{root}/uma_vanilla -e{root}/uma_qvanilla -e{root}/uma_strawberry -e{root}/uma_chocolate"])
+                              f"{pip} --no-deps -e{root} " + " ".join(f"-e{root}/{b}" for b in BACKENDS)])
     assert setup("test") == ([], []) and setup("demo") == ([], [])
     # A changed lock is installed again, and only it.
     with open(root / "requirements-demo.lock", "a") as lock:
         lock.write("# changed\n")
     assert setup("demo")[1] == [f"{pip} -r {root}/requirements-demo.lock"]
     assert setup("test") == ([], [])
+    # A newer Python installed since: the Relax engine's environment is made anew with it.
+    (bin_dir / "python3.13").write_text(STAND_IN_PYTHON)
+    (bin_dir / "python3.13").chmod(0o755)
+    (relax_venv / "stale").write_text("")
+    assert setup("test")[1] == [f"python3.13 -m venv {relax_venv}", f"{pip} -r {root}/requirements-relax.lock",
+                                f"{pip} --no-deps -e{root} " + " ".join(f"-e{root}/{b}" for b in BACKENDS)]
+    assert not (relax_venv / "stale").exists() and setup("test") == ([], [])

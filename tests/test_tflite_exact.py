@@ -17,6 +17,7 @@ from tvm_extension.mlf import build
 from tvm_extension.tflite_exact.fixed_point import quantize_multiplier
 from tvm_extension.tflite_exact.softmax import exp_on_negative_values, rdbpot, softmax_parameters, srdhm
 from tvm_extension.kit.quantization import fixed_point_multiplier
+from tvm_extension.testing import tflite_interpreter
 
 # the networks fixture: compiled once (pytest-xdist runs the module in one worker)
 pytestmark = pytest.mark.xdist_group("tflite_exact")
@@ -30,7 +31,8 @@ PLAIN_C = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api",
 
 def reference_kernels(model, inputs):
     """TFLite's interpreter with its reference kernels."""
-    from tflite_runtime.interpreter import Interpreter, OpResolverType
+    tflite = tflite_interpreter()
+    Interpreter, OpResolverType = tflite.Interpreter, tflite.OpResolverType
 
     interpreter = Interpreter(model_path=str(model), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     interpreter.allocate_tensors()

@@ -19,6 +19,7 @@ from tvm_extension.mlf import build
 from tvm_extension.tflite_exact.elementwise import mul_multiplier
 from tvm_extension.tflite_exact.fixed_point import quantize_multiplier
 from tvm_extension.tflite_exact.tables import logistic_table, tanh_table
+from tvm_extension.testing import tflite_interpreter
 
 # the models fixture: made once (pytest-xdist runs the module in one worker)
 pytestmark = pytest.mark.xdist_group("tflite_exact_ops")
@@ -85,7 +86,8 @@ def models(tmp_path_factory):
 
 
 def interpreter(model):
-    from tflite_runtime.interpreter import Interpreter, OpResolverType
+    tflite = tflite_interpreter()
+    Interpreter, OpResolverType = tflite.Interpreter, tflite.OpResolverType
 
     interpreter = Interpreter(model_path=str(model), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     interpreter.allocate_tensors()

@@ -174,11 +174,19 @@ def _cpu_build(model_path, shapes, integer_graph):
         return relay.build(mod, target=CPU_TARGET, params=params)
 
 
-def tflite_reference(model_path, inputs):
-    """TFLite's own interpreter (tflite-runtime), outputs in the model's order."""
-    from tflite_runtime.interpreter import Interpreter
+def tflite_interpreter():
+    """TFLite's interpreter module: tflite-runtime's (wheels up to Python 3.11), else its successor's,
+    ai-edge-litert (the same ``Interpreter`` and ``OpResolverType``)."""
+    try:
+        from tflite_runtime import interpreter
+    except ImportError:
+        from ai_edge_litert import interpreter
+    return interpreter
 
-    interpreter = Interpreter(model_path=str(model_path))
+
+def tflite_reference(model_path, inputs):
+    """TFLite's own interpreter, outputs in the model's order."""
+    interpreter = tflite_interpreter().Interpreter(model_path=str(model_path))
     interpreter.allocate_tensors()
     for detail in interpreter.get_input_details():
         interpreter.set_tensor(detail["index"], inputs[detail["name"]])
