@@ -48,10 +48,9 @@ np.savez(sys.argv[3], **kept)
 # The same compilation with TVM's rounding in the kernel calls instead of TFLite's.
 COMPILE_ROUNDING_UPWARD = """
 import sys
-from tvm_extension.kit.quantization import ROUNDING_UPWARD
-from tvm_extension.relax import backends, compile_model
-qvanilla = backends.find("qvanilla", [sys.argv[3]])
-qvanilla.ROUNDING_TFLITE = ROUNDING_UPWARD
+from tvm_extension.relax import compile_model, qconv
+tflite_rounding = qconv.model_rounding
+qconv.model_rounding = lambda tflite: tflite_rounding(tflite=False)  # TVM's, as for an ONNX model
 compile_model(sys.argv[1], "qvanilla", sys.argv[2], [sys.argv[3]])
 """
 

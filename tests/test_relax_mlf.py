@@ -202,3 +202,69 @@ def test_the_relax_mlf_on_a_board(tmp_path):
         metadata = json.load(tar.extractfile("./metadata.json"))
     assert program.memory.workspace == metadata["modules"]["default"]["memory"]["functions"]["main"][0][
         "workspace_size_bytes"]
+
+
+def qdq_network(path, depthwise_second: bool):
+    """Two ONNX QDQ convs, NCHW: 3x3 (per-channel weights, ReLU), then 3x3 stride 2 with asymmetric
+    pads (depthwise, or dense with per-tensor weights) and Clip(0, 6); non-zero zero points."""
+    from onnx import TensorProto, helper, numpy_helper  # pylint: disable=import-outside-toplevel
+
+    rng, inits, nodes, x = np.random.default_rng(11), [], [], "x"
+    layers = [(6, 8, 1, 1, [1, 1, 1, 1], True, "relu"), (8, 8, 8 if depthwise_second else 1, 2, [0, 1, 2, 1], False, "clip")]
+    for i, (cin, cout, group, stride, pads, per_channel, act) in enumerate(layers):
+        sx, sy = np.float32(0.05 + 0.03 * i), np.float32(0.1 + 0.05 * i)
+        sw = (rng.uniform(0.005, 0.02, cout) if per_channel else np.array(0.01)).astype(np.float32)
+        n = lambda name: f"{name}{i}"
+        inits += [numpy_helper.from_array(np.array(sx), n("sx")), numpy_helper.from_array(np.array(2 - i, np.int8), n("zx")),
+                  numpy_helper.from_array(rng.integers(-127, 128, (cout, cin // group, 3, 3)).astype(np.int8), n("w")),
+                  numpy_helper.from_array(sw, n("sw")), numpy_helper.from_array(np.zeros(sw.shape, np.int8), n("zw")),
+                  numpy_helper.from_array(rng.integers(-500, 500, cout).astype(np.int32), n("b")),
+                  numpy_helper.from_array((sx * sw).astype(np.float32), n("sb")),
+                  numpy_helper.from_array(np.zeros(sw.shape, np.int32), n("zb")),
+                  numpy_helper.from_array(np.array(sy), n("sy")), numpy_helper.from_array(np.array(-3 + i, np.int8), n("zy")),
+                  numpy_helper.from_array(np.float32(0), n("lo")), numpy_helper.from_array(np.float32(6), n("hi"))]
+        axis = dict(axis=0) if per_channel else {}
+        nodes += [helper.make_node("DequantizeLinear", [x, n("sx"), n("zx")], [n("xf")]),
+                  helper.make_node("DequantizeLinear", [n("w"), n("sw"), n("zw")], [n("wf")], **axis),
+                  helper.make_node("DequantizeLinear", [n("b"), n("sb"), n("zb")], [n("bf")], **axis),
+                  helper.make_node("Conv", [n("xf"), n("wf"), n("bf")], [n("yf")], pads=pads, kernel_shape=[3, 3],
+                                   group=group, strides=[stride, stride]),
+                  helper.make_node("Relu", [n("yf")], [n("ya")]) if act == "relu"
+                  else helper.make_node("Clip", [n("yf"), n("lo"), n("hi")], [n("ya")]),
+                  helper.make_node("QuantizeLinear", [n("ya"), n("sy"), n("zy")], [n("y")])]
+        x = n("y")
+    graph = helper.make_graph(nodes, "qdq2", [helper.make_tensor_value_info("x", TensorProto.INT8, [1, 6, 12, 12])],
+                              [helper.make_tensor_value_info(x, TensorProto.INT8, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("target, depthwise, offloaded", [("qvanilla", True, 2), ("chocolate", False, 2),
+                                                          ("chocolate", True, 1)])
+def test_onnx_qdq_convs_offload_as_on_the_relay_engine(tmp_path, target, depthwise, offloaded):
+    """ONNX's int8 convs (QDQ, NCHW) are offloaded to the int8 backends: made NHWC around the chain,
+    the transposes between two offloaded layers cancelled; ReLU and Clip(0, 6) the kernel's clamp;
+    TVM's rounding, as the Relay engine (outputs equal to its MLF's bit for bit) and ONNX Runtime
+    (within one step: ties)."""
+    from tvm_extension.testing import onnxruntime_reference  # pylint: disable=import-outside-toplevel
+
+    model = qdq_network(tmp_path / "qdq.onnx", depthwise)
+    done = relax_engine("compile", str(model), "--target", target, "-f", "mlf", "-o", "relax.tar", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(rf"\] offloaded: .* in {offloaded} functions", done.stdout), done.stdout
+    if offloaded == 2:  # only the model's input and output are transposed
+        assert re.search(r"on the CPU: permute_dims x2$", done.stdout, re.M), done.stdout
+    else:
+        assert "depthwise (not a matrix product" in done.stdout, done.stdout
+    done = run_tvmc("compile", "--target", target, model, "-f", "mlf", "-o", tmp_path / "relay.tar", reuse=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    programs = [build(tmp_path / f"{name}.tar", tmp_path / name) for name in ("relax", "relay")]
+    rng = np.random.default_rng(2)
+    for run in range(3):
+        inputs = {"x": rng.integers(-128, 128, (1, 6, 12, 12)).astype(np.int8)}
+        got, relay = (next(iter(p.run(inputs)[0].values())) for p in programs)
+        assert got.shape == (1, 8, 6, 6) and np.unique(got).size > 10
+        assert np.array_equal(got, relay), f"run {run}: differs from the Relay engine's MLF"
+        assert np.abs(got.astype(np.int32) - onnxruntime_reference(model, inputs)[0]).max() <= 1

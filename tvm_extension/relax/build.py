@@ -43,13 +43,27 @@ def _onnx_clips(mod):
     from tvm.relax.dpl import (  # pylint: disable=import-outside-toplevel
         GlobalVarPattern, is_const, is_op, is_tuple, wildcard)
 
-    x, lo, hi, at_least, at_most = wildcard(), is_const(), is_const(), GlobalVarPattern(""), GlobalVarPattern("")
+    # A bound is a constant once folded; before (an int8 backend matches first) it is still
+    # where(isnan(c), -inf or inf, c), evaluated here.
+    def bound():
+        parts = is_const(), is_const(), is_const(), is_const()  # the constant, or isnan's, where's two
+        constant, probe, if_nan, otherwise = parts
+        return constant | is_op("relax.where")(is_op("relax.isnan")(probe), if_nan, otherwise), parts
+
+    (lo, lo_parts), (hi, hi_parts) = bound(), bound()
+    x, at_least, at_most = wildcard(), GlobalVarPattern(""), GlobalVarPattern("")
     call_tir = lambda func, args: is_op("relax.call_tir")(func, is_tuple(args), add_constraint=False)
     clip = call_tir(at_most, [call_tir(at_least, [x, lo]), hi])
 
+    def value(found, parts):
+        constant, probe, if_nan, otherwise = (found[p].value.numpy() if p in found else None for p in parts)
+        if constant is not None:
+            return constant
+        return if_nan if np.isnan(probe).all() else otherwise
+
     def rewrite(expr, found):
         names = found[at_least].name_hint, found[at_most].name_hint
-        bounds = [found[b].value.numpy() for b in (lo, hi)]
+        bounds = [value(found, parts) for parts in (lo_parts, hi_parts)]
         if not (re.fullmatch(r"maximum\d*", names[0]) and re.fullmatch(r"minimum\d*", names[1])
                 and all(b.size == 1 for b in bounds) and "float" in str(expr.ty.dtype)
                 and bounds[0].item() <= bounds[1].item()):
@@ -165,8 +179,15 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
     early = backend is not None and getattr(backend, "MATCH_BEFORE_FOLDING", False)
     early = early(mod) if callable(early) else early  # a backend may decide per model (Chocolate: int8 or float)
     made_exact = []
+    if early and model.suffix == ".onnx":  # ONNX's QDQ convs (NCHW) in the NHWC form int8 patterns match
+        from . import qdq_layout  # pylint: disable=import-outside-toplevel  (imports tvm)
+
+        mod = qdq_layout.to_nhwc(_onnx_clips(mod))
     if early:
-        mod, report = lower.offload(mod, backend, attrs)
+        from . import qconv  # pylint: disable=import-outside-toplevel  (imports tvm)
+
+        with qconv.model_rounding(tflite=model.suffix == ".tflite"):
+            mod, report = lower.offload(mod, backend, attrs)
     if tflite_exact:
         mod, made_exact = exact.make_exact(mod)
     mod = relax.transform.FoldConstant()(mod)

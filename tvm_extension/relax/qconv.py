@@ -10,6 +10,8 @@ constants (zero points, clamp, bias, TFLite's per-channel multipliers and shifts
 cannot.  Matched before constants are folded (a backend's ``MATCH_BEFORE_FOLDING``): the weights
 and bias as the model stores them, int8 and int32 with their scales.
 """
+import contextlib
+import contextvars
 import dataclasses
 from typing import Callable, Optional, Union
 
@@ -19,9 +21,23 @@ from tvm.relax.backend.utils import has_leaking_intermediate_variables
 from tvm.relax.dpl import is_const, is_op, wildcard
 from tvm.relax.transform import FusionPattern
 
-from tvm_extension.kit.quantization import activation_range, quantize_multiplier
+from tvm_extension.kit.quantization import ROUNDING_TFLITE, ROUNDING_UPWARD, activation_range, quantize_multiplier
 
 DEQUANTIZE, QUANTIZE, CONV, ADD, CLIP = "relax.dequantize", "relax.quantize", "relax.nn.conv2d", "relax.add", "relax.clip"
+
+# The requantization of the model's framework (tvm_extension.kit.quantization): TFLite's for a TFLite
+# model (what its kernels compute), TVM's for an ONNX QDQ model (what ONNX Runtime computes, and the
+# Relay engine); the engine says which while it offloads (``model_rounding``).
+_TFLITE_ROUNDING = contextvars.ContextVar("tflite_rounding", default=True)
+
+
+@contextlib.contextmanager
+def model_rounding(tflite: bool):
+    token = _TFLITE_ROUNDING.set(tflite)
+    try:
+        yield
+    finally:
+        _TFLITE_ROUNDING.reset(token)
 
 
 def chain_patterns(target: str, problem: Callable) -> list:
@@ -113,9 +129,10 @@ class Quantization:
     output_zp: int
     act_min: int  # the clamp: int8's range, narrowed by the clip
     act_max: int
-    multipliers: np.ndarray  # TFLite's (M, shift) per output channel (int64)
+    multipliers: np.ndarray  # (M, shift) per output channel (int64) for ``rounding``
     shifts: np.ndarray
     depthwise: bool
+    rounding: int  # ROUNDING_TFLITE or ROUNDING_UPWARD (kit.quantization)
 
 
 def quantization(parts: dict, value: Callable) -> Union[Quantization, str]:
@@ -147,15 +164,20 @@ def quantization(parts: dict, value: Callable) -> Union[Quantization, str]:
         if b.dtype != "int32" or b.size != count or (zp_b != 0).any() or not np.allclose(s_b, product, rtol=1e-6):
             return "bias not int32 per output channel at the input times weight scale"
         bias = b.reshape(-1)
-    # TFLite's PopulateConvolutionQuantizationParams: double(s_in) * double(s_w) / double(s_out)
-    pairs = [quantize_multiplier(float(s_in[0]) * float(s) / float(s_out[0])) for s in np.broadcast_to(s_w, (count,))]
+    s_w = np.broadcast_to(s_w, (count,))
+    if _TFLITE_ROUNDING.get():  # TFLite's PopulateConvolutionQuantizationParams: double(s_in) * double(s_w) / double(s_out)
+        rounding, ratios = ROUNDING_TFLITE, [float(s_in[0]) * float(s) / float(s_out[0]) for s in s_w]
+    else:  # TVM's qnn.requantize: the float32 product of the scales over the output scale
+        rounding = ROUNDING_UPWARD
+        ratios = [float(np.float32(s_in[0]) * np.float32(s)) / float(np.float32(s_out[0])) for s in s_w]
+    pairs = [quantize_multiplier(ratio) for ratio in ratios]
     multipliers, shifts = (np.array([p[i] for p in pairs], np.int64) for i in (0, 1))
     bounds = [float(getattr(b.value, "value", b.value)) for b in clip.args[1:]] if clip is not None else [None, None]
     act_min, act_max = activation_range(*bounds)
     zero_points = [int(zp_in[0]), int(zp_w[0]), int(zp_out[0])]
     if not all(-128 <= zp <= 127 for zp in zero_points) or not -128 <= act_min <= act_max <= 127:
         return f"zero points {zero_points} or clamp [{act_min}, {act_max}] outside int8"
-    return Quantization(weights, bias, *zero_points, act_min, act_max, multipliers, shifts, depthwise)
+    return Quantization(weights, bias, *zero_points, act_min, act_max, multipliers, shifts, depthwise, rounding)
 
 
 def shift_problem(q: Quantization, low: int, high: int) -> Optional[str]:

@@ -4,7 +4,7 @@ TVM's Relax TFLite frontend imports an int8 conv layer as float arithmetic betwe
 ``tvm_extension.relax.qconv`` matches that chain and reads its quantization.  Each chain becomes
 one call of QVanilla's packed entry with TFLite's rounding (``QVANILLA_ROUNDING_TFLITE``, multipliers from TFLite's
 double-precision scale ratio), so an offloaded conv computes what TFLite's reference kernel does,
-bit for bit.  The engine matches before it folds constants (``MATCH_BEFORE_FOLDING``): the
+bit for bit; an ONNX QDQ conv (``tvm_extension.relax.qdq_layout``) with TVM's (as on the Relay engine).  The engine matches before it folds constants (``MATCH_BEFORE_FOLDING``): the
 weights and bias are read as the model stores them, int8 and int32 with their scales, then packed
 as for Relay (``packing``): the weights' constant becomes the packed weights and the weight
 scales' the table of folded bias, multiplier and shift per output channel.
@@ -19,7 +19,6 @@ import numpy as np
 from tvm import tirx
 
 from tvm_extension.kit import limits
-from tvm_extension.kit.quantization import ROUNDING_TFLITE
 from tvm_extension.relax import qconv
 from tvm_extension.relax.qconv import conv_geometry, is_depthwise
 
@@ -87,7 +86,7 @@ def pack_constants(func, constants) -> dict:
 
 def kernel_call(match, attrs):
     """``qvanilla_conv2d_nhwc_packed_s8`` or the depthwise entry (through their linked symbols,
-    c/qvanilla_linked.c) on the match's buffers, with TFLite's rounding: (its status, the scratch
+    c/qvanilla_linked.c) on the match's buffers, with the chain's rounding: (its status, the scratch
     buffer to allocate for it, of the size its _get_buffer_size gives, mirrored by scratch.py)."""
     chain = qconv.fused_chain(match.func)
     q = _quantization(chain, qconv.reader(match.constants))
@@ -97,7 +96,7 @@ def kernel_call(match, attrs):
     work = tirx.decl_buffer((max(nbytes, 1),), "int8", "qvanilla_scratch")
     sizes = ("ih", "iw", "oc", "oh", "ow") if q.depthwise else ("ih", "iw", "ic", "oh", "ow", "oc")
     scalars = [g[n] for n in (*sizes, "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left")]
-    scalars += [q.input_zp, q.output_zp, q.act_min, q.act_max, ROUNDING_TFLITE]
+    scalars += [q.input_zp, q.output_zp, q.act_min, q.act_max, q.rounding]
     x, (w, s_w, _) = chain["input"].args[0], chain["weights"].args
     status = tirx.call_extern(
         "int32", f"qvanilla_{'depthwise_' if q.depthwise else ''}conv2d_nhwc_packed_s8_linked",
