@@ -268,3 +268,43 @@ def test_onnx_qdq_convs_offload_as_on_the_relay_engine(tmp_path, target, depthwi
         assert got.shape == (1, 8, 6, 6) and np.unique(got).size > 10
         assert np.array_equal(got, relay), f"run {run}: differs from the Relay engine's MLF"
         assert np.abs(got.astype(np.int32) - onnxruntime_reference(model, inputs)[0]).max() <= 1
+
+
+def test_chocolate_float_conv_in_an_int8_model_as_on_the_relay_engine(tmp_path, monkeypatch):
+    """An int8 QDQ conv, then a float conv with bias and ReLU on its dequantized output: the int8
+    chain is matched before folding, the float conv after, both on the core, as on the Relay engine
+    (outputs and counters equal to its MLF's)."""
+    from onnx import TensorProto, helper, numpy_helper  # pylint: disable=import-outside-toplevel
+    import onnx  # pylint: disable=import-outside-toplevel
+    from test_relax_chocolate import counters  # pylint: disable=import-outside-toplevel
+    from tvm_extension.testing import onnxruntime_reference, qdq_model  # pylint: disable=import-outside-toplevel
+
+    model = onnx.load(qdq_model(tmp_path / "int8.onnx", True, True))
+    rng = np.random.default_rng(4)
+    model.graph.initializer.extend([
+        numpy_helper.from_array(rng.standard_normal((4, 8, 3, 3)).astype(np.float32), "fw"),
+        numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "fb"),
+        numpy_helper.from_array(np.float32(0.2), "sy2"), numpy_helper.from_array(np.int8(-5), "zy2")])
+    model.graph.node.extend([helper.make_node("DequantizeLinear", ["y", "sy2", "zy2"], ["yf2"]),
+                             helper.make_node("Conv", ["yf2", "fw", "fb"], ["z0"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+                             helper.make_node("Relu", ["z0"], ["z"])])
+    del model.graph.output[:]
+    model.graph.output.extend([helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 10, 10])])
+    onnx.save(model, tmp_path / "mixed.onnx")
+    done = relax_engine("compile", "mixed.onnx", "--target", "chocolate", "-f", "mlf", "-o", "relax.tar", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "patterns: conv2d_int8_bias_clip x1, conv2d_bias_relu x1" in done.stdout, done.stdout
+    assert re.search(r"on the CPU: permute_dims x2, dequantize x1$", done.stdout, re.M), done.stdout
+    done = run_tvmc("compile", "--target", "chocolate", tmp_path / "mixed.onnx", "-f", "mlf", "-o",
+                    tmp_path / "relay.tar", reuse=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    programs = {name: build(tmp_path / f"{name}.tar", tmp_path / name) for name in ("relax", "relay")}
+    for run in range(2):
+        inputs, seen = {"x": rng.integers(-128, 128, (1, 4, 10, 10)).astype(np.int8)}, {}
+        for name, program in programs.items():
+            monkeypatch.setenv("CHOCOLATE_REPORT", str(tmp_path / f"{name}{run}.txt"))
+            seen[name] = (next(iter(program.run(inputs)[0].values())), counters(tmp_path / f"{name}{run}.txt"))
+        assert np.array_equal(seen["relax"][0], seen["relay"][0]), f"run {run}"
+        assert seen["relax"][1] == seen["relay"][1] and int(seen["relax"][1]["chocolate.core_calls"]) > 0
+        # ONNX Runtime (onnx.reference has no DequantizeLinear of opset 13); no int8 tie on these inputs
+        assert_close(seen["relax"][0], onnxruntime_reference(tmp_path / "mixed.onnx", inputs)[0], 1e-4)

@@ -173,28 +173,30 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
         attrs = _attrs(backend, attrs)
         sources, includes = backends.c_library(backend)
     mod = _import(model, shapes)
-    # Folding makes the bias a constant (ONNX: a reshape of one); an int8 backend matches first, so
-    # that its patterns read the weights and bias as stored, int8 and int32 with their scales; so does
-    # --tflite-exact, which then computes the rest in integers.
+    # Folding makes the bias a constant (ONNX: a reshape of one); an int8 backend's chains (qconv)
+    # are matched first, so that they read the weights and bias as stored, int8 and int32 with their
+    # scales; so does --tflite-exact, which then computes the rest in integers.  The backend's other
+    # patterns (Chocolate's float convs in an int8 model) are matched after folding, as in a float model.
     early = backend is not None and getattr(backend, "MATCH_BEFORE_FOLDING", False)
     early = early(mod) if callable(early) else early  # a backend may decide per model (Chocolate: int8 or float)
-    made_exact = []
-    if early and model.suffix == ".onnx":  # ONNX's QDQ convs (NCHW) in the NHWC form int8 patterns match
-        from . import qdq_layout  # pylint: disable=import-outside-toplevel  (imports tvm)
-
-        mod = qdq_layout.to_nhwc(_onnx_clips(mod))
+    made_exact, offloaded = [], None
     if early:
-        from . import qconv  # pylint: disable=import-outside-toplevel  (imports tvm)
+        from . import qconv, qdq_layout  # pylint: disable=import-outside-toplevel  (they import tvm)
 
+        if model.suffix == ".onnx":  # ONNX's QDQ convs (NCHW) in the NHWC form the chains match
+            mod = qdq_layout.to_nhwc(_onnx_clips(mod))
         with qconv.model_rounding(tflite=model.suffix == ".tflite"):
-            mod, report = lower.offload(mod, backend, attrs)
+            mod, offloaded = lower.offload(mod, backend, attrs, which=qconv.is_chain)
     if tflite_exact:
         mod, made_exact = exact.make_exact(mod)
     mod = relax.transform.FoldConstant()(mod)
     if model.suffix == ".onnx":
         mod = _onnx_clips(mod)
-    if backend is not None and not early:
-        mod, report = lower.offload(mod, backend, attrs)
+    if backend is not None:
+        rest = (lambda name: not qconv.is_chain(name)) if early else None
+        if not early or any(rest(p.name) for p in backend.patterns(attrs)):
+            mod, offloaded = lower.offload(mod, backend, attrs, which=rest, earlier=offloaded)
+        report = list(offloaded.lines())
     report = report + made_exact
     mod = relax.transform.LegalizeOps()(mod)
     if mlf:

@@ -13,7 +13,7 @@ form: the call's own constants (scales, zero points) come with it, to ``pack_con
 """
 import collections
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -118,14 +118,19 @@ def _convs(func) -> List[relax.Call]:
     return convs
 
 
-def offload(mod: tvm.IRModule, backend, attrs: dict):
-    """(module with the backend's matches lowered to calls of its C API, the offload report's lines:
-    tvmc's, ``OffloadReport``)."""
-    mod = relax.transform.FuseOpsByPattern(backend.patterns(attrs), bind_constants=False, annotate_codegen=False)(mod)
+def offload(mod: tvm.IRModule, backend, attrs: dict, which=None, earlier: Optional[OffloadReport] = None):
+    """(module with the backend's matches lowered to calls of its C API, the offload report,
+    ``OffloadReport``).  ``which(name)``: the backend's patterns this pass takes (all by default);
+    ``earlier``: the report of an earlier pass over the model, which this one continues (the
+    functions of both counted, what stays on the CPU as this pass leaves it)."""
+    patterns = [p for p in backend.patterns(attrs) if which is None or which(p.name)]
+    mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=False, annotate_codegen=False)(mod)
     lowering = _Lower(mod, backend, attrs)
     mod = relax.transform.DeadCodeElimination()(lowering.transform())
-    report = OffloadReport(backend.TARGET, functions=len(lowering.offloaded),
-                           patterns=collections.Counter(p.split(".", 1)[1] for p in lowering.offloaded))
+    report = earlier or OffloadReport(backend.TARGET)
+    report.functions += len(lowering.offloaded)
+    report.patterns.update(p.split(".", 1)[1] for p in lowering.offloaded)
+    report.on_cpu, report.not_offloaded = collections.Counter(), collections.Counter()
     for func in lowering.matched:
         report.offloaded.update(_op_names(func.body))
     for _, func in mod.functions_items():
@@ -133,4 +138,4 @@ def offload(mod: tvm.IRModule, backend, attrs: dict):
             report.on_cpu.update(_op_names(func.body))
             for conv in _convs(func):
                 report.not_offloaded[("nn.conv2d", backend.why_not_offloaded(conv, attrs) or "pattern did not match")] += 1
-    return mod, list(report.lines())
+    return mod, report

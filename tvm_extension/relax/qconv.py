@@ -64,6 +64,11 @@ def chain_patterns(target: str, problem: Callable) -> list:
     return entries
 
 
+def is_chain(pattern_name: str) -> bool:
+    """Whether a pattern (``<target>.<name>``) is one of ``chain_patterns``' (matched before folding)."""
+    return pattern_name.split(".", 1)[-1].startswith("conv2d_int8")
+
+
 def _op(expr) -> Optional[str]:
     return expr.op.name if isinstance(expr, relax.Call) and hasattr(expr.op, "name") else None
 

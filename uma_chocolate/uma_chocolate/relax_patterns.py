@@ -39,9 +39,8 @@ DEPTHWISE = "depthwise (not a matrix product; stays on the CPU)"
 
 
 def MATCH_BEFORE_FOLDING(mod) -> bool:  # pylint: disable=invalid-name  (the engine's name)
-    """An int8 model's chains are matched before folding (their int8 weights and scales), a float
-    model's convs after (their weights and bias constants); so a model with both offloads only its
-    int8 chains."""
+    """An int8 model's chains are matched before folding (their int8 weights and scales), float
+    convs after (their weights and bias constants), in an int8 model too."""
     ops = []
     relax_ops = lambda e: ops.append(e.op.name) if isinstance(e, tvm.relax.Call) and hasattr(e.op, "name") else None
     for _, func in mod.functions_items():
