@@ -150,6 +150,10 @@ def test_int8_ds_cnn_with_qvanilla_equals_the_relay_engine_and_the_relax_vm(tmp_
     assert done.returncode == 0, done.stderr[-2000:]
     generated = sources(plain)["./codegen/host/src/default_lib0.c"]
     assert re.search(r"0x1\.[0-9a-f]+p-\d+f", generated) and not re.search(r"\de\+37f", generated)
+    # The workspace planned by lifetimes (mlf/arena) is no larger than the Relay engine's (USMP's).
+    workspace = lambda archive: json.loads(tarfile.open(archive).extractfile("./metadata.json").read())[
+        "modules"]["default"]["memory"]["functions"]["main"][0]["workspace_size_bytes"]
+    assert 0 < workspace(exact) <= workspace(tmp_path / "relay.tar"), (workspace(exact), workspace(tmp_path / "relay.tar"))
     programs = [build(archive, tmp_path / archive.stem) for archive in (exact, tmp_path / "relay.tar", plain)]
     rng = np.random.default_rng(3)
     for run in range(3):
@@ -308,3 +312,26 @@ def test_chocolate_float_conv_in_an_int8_model_as_on_the_relay_engine(tmp_path, 
         assert seen["relax"][1] == seen["relay"][1] and int(seen["relax"][1]["chocolate.core_calls"]) > 0
         # ONNX Runtime (onnx.reference has no DequantizeLinear of opset 13); no int8 tie on these inputs
         assert_close(seen["relax"][0], onnxruntime_reference(tmp_path / "mixed.onnx", inputs)[0], 1e-4)
+
+
+@pytest.mark.quick
+def test_the_workspace_plan_shares_bytes_only_between_buffers_never_live_at_once():
+    """Random lifetimes: no two buffers live at the same call overlap in bytes, every offset is
+    aligned, and the arena is no larger than one buffer after another (far smaller here)."""
+    from tvm_extension.mlf.arena import ALIGN, plan_arena  # pylint: disable=import-outside-toplevel
+
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        buffers = []
+        for _ in range(rng.integers(1, 30)):
+            first = int(rng.integers(0, 20))
+            buffers.append((int(rng.integers(1, 5000)), first, first + int(rng.integers(0, 4))))
+        offsets, arena = plan_arena(buffers)
+        for i, (size, first, last) in enumerate(buffers):
+            assert offsets[i] % ALIGN == 0 and offsets[i] + size <= arena
+            for j, (other, first2, last2) in enumerate(buffers[:i]):
+                if first <= last2 and first2 <= last:
+                    assert offsets[i] + size <= offsets[j] or offsets[j] + other <= offsets[i], (buffers, offsets)
+        assert arena <= sum((size + ALIGN - 1) // ALIGN * ALIGN for size, _, _ in buffers)
+    # Three calls, each reading the last one's output: two buffers' bytes suffice.
+    assert plan_arena([(100, 0, 1), (100, 1, 2), (100, 2, 3)]) == ([0, 112, 0], 224)

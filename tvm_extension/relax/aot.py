@@ -6,10 +6,11 @@ apache-tvm 0.27 has no AOT executor and gives every C function TVM's packed call
 TIR passes up to, not including, ``MakePackedAPI``; its buffer parameters become raw data
 pointers, its temporaries pointer parameters into the workspace and a failed check a returned
 status, so TVM's C code generator prints ``int32_t tvmgen_default_fused_conv2d_relu(float* input,
-float* param_0, float* out, float* pad_temp_ws)``: loops and the backend's calls, no runtime.  Relax's ``StaticPlanBlockMemory`` plans the intermediate tensors into
-storages by liveness; the storages, then the temporaries' slots (one at a time: calls run one after
-another), share one static workspace.  Weights are ``const`` arrays with exact (hexadecimal)
-literals; the same module gives the same C.
+float* param_0, float* out, float* pad_temp_ws)``: loops and the backend's calls, no runtime.  Relax's
+``StaticPlanBlockMemory`` groups the intermediate tensors into storages; ``plan_arena`` places the
+storages and each call's temporaries in one static workspace by their lifetimes (the calls that use
+them), as TVM's USMP does for the Relay engine.  Weights are ``const`` arrays with exact
+(hexadecimal) literals; the same module gives the same C.
 """
 import dataclasses
 import math
@@ -24,11 +25,11 @@ import tvm.s_tir  # registers the scheduled-TIR passes
 import tvm_ffi
 from tvm import relax, tirx
 
+from tvm_extension.mlf.arena import ALIGN, plan_arena
 from tvm_extension.mlf.layout import c_name
 
 from .backends import UserError
 
-ALIGN = 16  # bytes: every tensor of the workspace starts at a multiple (vector loads)
 C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
            "uint16": "uint16_t", "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t", "bool": "uint8_t"}
 
@@ -183,10 +184,6 @@ class AotC:
     outputs: List[Tuple[str, str, Tuple[int, ...]]]
 
 
-def _align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
 def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "default") -> AotC:
     """The AOT C of a legalized Relax module (``LegalizeOps`` done, ``main`` its entry); ``headers``:
     what the operators' calls of a backend's C API include."""
@@ -196,10 +193,14 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
     operators, temporaries = _operators_c(mod, prefix, headers)
     main = mod["main"]
     pointers, storages, constants, calls = {}, {}, [], []
-    arena = 0
-    tensor_of_storage: Dict[object, List[object]] = {}
+    buffers: List[List[int]] = []  # [size, first call, last call]: the storages, then the temporaries
+    storage_of: Dict[object, List[int]] = {}  # a tensor (or tuple) -> the storages it lies in
     for p in main.params:
         pointers[p] = f"inputs->{c_name(p.name)}"
+
+    def used(expr, call: int):
+        for k in storage_of.get(expr, []):
+            buffers[k][1], buffers[k][2] = min(buffers[k][1], call), max(buffers[k][2], call)
 
     def argument(expr):
         if isinstance(expr, relax.Var):
@@ -218,42 +219,50 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
     for binding in bindings:
         var, value = binding.var, binding.value
         if isinstance(value, relax.Var):
-            pointers[var] = pointers[value]
+            pointers[var], storage_of[var] = pointers[value], storage_of.get(value, [])
             continue
         if isinstance(value, relax.Tuple):  # several outputs: a tuple's pointers are its fields'
             pointers[var] = [argument(field) for field in value.fields]
+            storage_of[var] = [k for field in value.fields for k in storage_of.get(field, [])]
             continue
         if isinstance(value, relax.TupleGetItem):
             pointers[var] = pointers[value.tuple_value][value.index]
+            storage_of[var] = storage_of.get(value.tuple_value, [])
             continue
         op = value.op
         name = op.name if isinstance(op, tvm.ir.Op) else None
-        if name == "relax.memory.alloc_storage":
-            size = int(value.args[0].values[0])
-            storages[var] = arena
-            arena = _align(arena + size)
+        if name == "relax.memory.alloc_storage":  # placed once every lifetime is known (@k+offset@)
+            storages[var] = len(buffers)
+            buffers.append([int(value.args[0].values[0]), len(calls), len(calls)])
         elif name == "relax.memory.alloc_tensor":
             dtype = str(value.args[3].value)
             if dtype not in C_TYPES:
                 raise UserError(f"a tensor of type {dtype}: the AOT C has no type for it")
-            offset = storages[value.args[0]] + int(value.args[1].value)
-            pointers[var] = f"({C_TYPES[dtype]}*)({prefix}_workspace + {offset})"
-            tensor_of_storage.setdefault(value.args[0], []).append(var)
+            k = storages[value.args[0]]
+            pointers[var] = f"({C_TYPES[dtype]}*)({prefix}_workspace + @{k}+{int(value.args[1].value)}@)"
+            storage_of[var] = [k]
         elif name in ("relax.reshape", "relax.memory.view"):
-            pointers[var] = pointers[value.args[0]]  # the same bytes
+            pointers[var], storage_of[var] = pointers[value.args[0]], storage_of.get(value.args[0], [])  # the same bytes
         elif isinstance(op, tvm.ir.GlobalVar):
-            calls.append((op.name_hint, [argument(a) for a in value.args]))
+            for a in value.args:
+                used(a, len(calls))
+            args = [argument(a) for a in value.args]
+            for size in temporaries[op.name_hint]:  # live during this call only
+                args.append(f"(void*)({prefix}_workspace + @{len(buffers)}+0@)")
+                buffers.append([size, len(calls), len(calls)])
+            calls.append((op.name_hint, args))
         else:
             raise UserError(f"the AOT C does not run {name or op}: only calls of compiled operators")
-    scratch = [max(sizes[i] for sizes in temporaries.values() if len(sizes) > i)
-               for i in range(max((len(s) for s in temporaries.values()), default=0))]
-    slots = []
-    for size in scratch:
-        slots.append(arena)
-        arena = _align(arena + size)
+    returned = main.body.body
+    used(returned, len(calls))  # copied to the outputs after the last call
+    for field in getattr(returned, "fields", []):
+        used(field, len(calls))
+    offsets, arena = plan_arena([tuple(b) for b in buffers])
+    place = lambda text: re.sub(r"@(\d+)\+(\d+)@", lambda m: str(offsets[int(m[1])] + int(m[2])), text)
+    calls = [(function, [place(a) for a in args]) for function, args in calls]
     returned = main.body.body
     result = pointers[returned] if isinstance(returned, relax.Var) else [argument(f) for f in returned.fields]
-    results = result if isinstance(result, list) else [result]
+    results = [place(r) for r in (result if isinstance(result, list) else [result])]
     types = list(returned.ty.fields) if hasattr(returned.ty, "fields") else [returned.ty]
     if len(results) != len(output_names):
         raise UserError(f"the model has {len(output_names)} outputs but its Relax main returns {len(results)}")
@@ -273,7 +282,6 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
     if calls:
         lines.append("  int32_t status;")
     for function, args in calls:
-        args = args + [f"(void*)({prefix}_workspace + {slots[i]})" for i in range(len(temporaries[function]))]
         lines += [f"  if ((status = {prefix}_{function}({', '.join(args)})) != 0) {{",
                   f'    TVMAPISetLastError("{function}: a kernel refused its arguments (a non-zero status)");',
                   "    return status;", "  }"]
