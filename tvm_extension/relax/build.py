@@ -179,14 +179,17 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
     # patterns (Chocolate's float convs in an int8 model) are matched after folding, as in a float model.
     early = backend is not None and getattr(backend, "MATCH_BEFORE_FOLDING", False)
     early = early(mod) if callable(early) else early  # a backend may decide per model (Chocolate: int8 or float)
-    made_exact, offloaded = [], None
+    made_exact, offloaded, refused = [], None, 0
     if early:
         from . import qconv, qdq_layout  # pylint: disable=import-outside-toplevel  (they import tvm)
 
         if model.suffix == ".onnx":  # ONNX's QDQ convs (NCHW) in the NHWC form the chains match
             mod = qdq_layout.to_nhwc(_onnx_clips(mod))
-        with qconv.model_rounding(tflite=model.suffix == ".tflite"):
-            mod, offloaded = lower.offload(mod, backend, attrs, which=qconv.is_chain)
+        if tflite_exact and not getattr(backend, "COMPUTES_TFLITE_ROUNDING", False):
+            refused = lower.matches(mod, backend, attrs, which=qconv.is_chain)  # left to --tflite-exact
+        else:
+            with qconv.model_rounding(tflite=model.suffix == ".tflite"):
+                mod, offloaded = lower.offload(mod, backend, attrs, which=qconv.is_chain)
     if tflite_exact:
         mod, made_exact = exact.make_exact(mod)
     mod = relax.transform.FoldConstant()(mod)
@@ -194,8 +197,14 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
         mod = _onnx_clips(mod)
     if backend is not None:
         rest = (lambda name: not qconv.is_chain(name)) if early else None
-        if not early or any(rest(p.name) for p in backend.patterns(attrs)):
+        if not early or refused or any(rest(p.name) for p in backend.patterns(attrs)):
             mod, offloaded = lower.offload(mod, backend, attrs, which=rest, earlier=offloaded)
+        if refused:  # these convs' patterns did match: say why they stay, as the Relay engine says it
+            unmatched = ("nn.conv2d", "pattern did not match")
+            offloaded.not_offloaded[unmatched] -= refused
+            offloaded.not_offloaded[("nn.conv2d", "the model asks for TFLite's rounding, which this backend "
+                                                  "does not compute")] += refused
+            offloaded.not_offloaded = +offloaded.not_offloaded  # drops what reached 0
         report = list(offloaded.lines())
     report = report + made_exact
     mod = relax.transform.LegalizeOps()(mod)

@@ -118,13 +118,31 @@ def _convs(func) -> List[relax.Call]:
     return convs
 
 
+def _patterns(backend, attrs: dict, which) -> list:
+    return [p for p in backend.patterns(attrs) if which is None or which(p.name)]
+
+
+def matches(mod: tvm.IRModule, backend, attrs: dict, which=None) -> int:
+    """How many matches the backend's patterns (``which``, as for ``offload``) find; nothing lowered."""
+    fused = relax.transform.FuseOpsByPattern(_patterns(backend, attrs, which), bind_constants=False,
+                                             annotate_codegen=False)(mod)
+    composite = {gv for gv, f in fused.functions_items()
+                 if isinstance(f, relax.Function) and f.attrs is not None and "Composite" in f.attrs}
+    calls = []
+    for gv, func in fused.functions_items():
+        if isinstance(func, relax.Function) and gv not in composite:
+            relax.analysis.post_order_visit(func.body, lambda e: calls.append(e) if isinstance(e, relax.Call)
+                                            and isinstance(e.op, tvm.ir.GlobalVar) and e.op in composite else None)
+    return len(calls)
+
+
 def offload(mod: tvm.IRModule, backend, attrs: dict, which=None, earlier: Optional[OffloadReport] = None):
     """(module with the backend's matches lowered to calls of its C API, the offload report,
     ``OffloadReport``).  ``which(name)``: the backend's patterns this pass takes (all by default);
     ``earlier``: the report of an earlier pass over the model, which this one continues (the
     functions of both counted, what stays on the CPU as this pass leaves it)."""
-    patterns = [p for p in backend.patterns(attrs) if which is None or which(p.name)]
-    mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=False, annotate_codegen=False)(mod)
+    mod = relax.transform.FuseOpsByPattern(_patterns(backend, attrs, which), bind_constants=False,
+                                           annotate_codegen=False)(mod)
     lowering = _Lower(mod, backend, attrs)
     mod = relax.transform.DeadCodeElimination()(lowering.transform())
     report = earlier or OffloadReport(backend.TARGET)

@@ -28,6 +28,7 @@ from .target import ATTR_RANGES as TARGET_ATTR_RANGES, ATTRIBUTES as TARGET_ATTR
 
 LIMITS = limits.c_limits(KERNEL_DIR / "qvanilla.h", "QVANILLA_")
 MATCH_BEFORE_FOLDING = True  # the int8 weights and their scales, not the float weights folding makes
+COMPUTES_TFLITE_ROUNDING = True  # its kernel takes the rounding: --tflite-exact keeps its chains offloaded
 
 
 def patterns(attrs):
