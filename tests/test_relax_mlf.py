@@ -35,6 +35,12 @@ def cnn_mlf(tmp_path_factory):
     return relax_mlf(CNN, tmp_path_factory.mktemp("relax_mlf") / "cnn.tar")
 
 
+def workspace(archive) -> int:
+    with tarfile.open(archive) as tar:
+        metadata = json.loads(tar.extractfile("./metadata.json").read())
+    return metadata["modules"]["default"]["memory"]["functions"]["main"][0]["workspace_size_bytes"]
+
+
 def sources(archive):
     with tarfile.open(archive) as tar:
         return {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.name.endswith((".c", ".h"))}
@@ -180,8 +186,6 @@ def test_int8_ds_cnn_with_qvanilla_equals_the_relay_engine_and_the_relax_vm(tmp_
     generated = sources(plain)["./codegen/host/src/default_lib0.c"]
     assert re.search(r"0x1\.[0-9a-f]+p-\d+f", generated) and not re.search(r"\de\+37f", generated)
     # The workspace planned by lifetimes (mlf/arena) is no larger than the Relay engine's (USMP's).
-    workspace = lambda archive: json.loads(tarfile.open(archive).extractfile("./metadata.json").read())[
-        "modules"]["default"]["memory"]["functions"]["main"][0]["workspace_size_bytes"]
     assert 0 < workspace(exact) <= workspace(tmp_path / "relay.tar"), (workspace(exact), workspace(tmp_path / "relay.tar"))
     programs = [build(archive, tmp_path / archive.stem) for archive in (exact, tmp_path / "relay.tar", plain)]
     rng = np.random.default_rng(3)
@@ -206,6 +210,9 @@ def test_int8_ds_cnn_on_chocolate_as_on_the_relay_engine(tmp_path, monkeypatch):
     done = run_tvmc("compile", "--target", "chocolate", *tiles, model, "-f", "mlf", "-o", tmp_path / "relay.tar",
                     reuse=True)
     assert done.returncode == 0, done.stderr[-2000:]
+    # Chocolate leaves the depthwise convs on the CPU, computed in float by apache-tvm: row by row
+    # (aot._banded), their temporaries take no more than the Relay engine's integer ones.
+    assert 0 < workspace(relax) <= workspace(tmp_path / "relay.tar"), (workspace(relax), workspace(tmp_path / "relay.tar"))
     programs = {name: build(tmp_path / f"{name}.tar", tmp_path / name) for name in ("relax", "relay")}
     rng = np.random.default_rng(7)
     for run in range(2):

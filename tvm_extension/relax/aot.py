@@ -7,7 +7,9 @@ TIR passes up to, not including, ``MakePackedAPI``; its buffer parameters become
 pointers, its temporaries pointer parameters into the workspace and a failed check a returned
 status, so TVM's C code generator prints ``int32_t tvmgen_default_fused_conv2d_relu(float* input,
 float* param_0, float* out, float* pad_temp_ws)``: loops and the backend's calls, no runtime.  Relax's
-``StaticPlanBlockMemory`` groups the intermediate tensors into storages; ``plan_arena`` places the
+``StaticPlanBlockMemory`` groups the intermediate tensors into storages; a function with one reduction
+(a conv) computes it row by row with its padded input and its epilogue (``_banded``), so its temporaries
+hold a band; ``plan_arena`` places the
 storages and each call's temporaries in one static workspace by their lifetimes (the calls that use
 them), as TVM's USMP does for the Relay engine.  Weights are ``const`` arrays with exact
 (hexadecimal) literals; the same module gives the same C.
@@ -92,11 +94,50 @@ def _unpacked(func: tirx.PrimFunc) -> Tuple[tirx.PrimFunc, List[int]]:
     return tirx.PrimFunc(params, body, tvm.ir.PrimType("int32"), func.attrs), sizes
 
 
+def _banded(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """A function with one reduction (a conv, a matmul) computed band by band: its producers (the
+    padded, dequantized input) and consumers (bias, requantization) moved under the reduction's
+    second loop (an output row of an NHWC conv), so their buffers hold a band, not the whole tensor.
+    The same arithmetic in the same order: only where temporaries live changes."""
+    try:
+        sch = tvm.s_tir.Schedule(func)
+        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    except Exception:  # pylint: disable=broad-except  (no blocks: a backend's program; nothing to band)
+        return func
+    reductions = [b for b in blocks if any(int(iv.iter_type) == 2 for iv in sch.get(b).iter_vars)]
+    if len(reductions) != 1 or len(sch.get_loops(reductions[0])) < 2:
+        return func
+    anchor = sch.get_loops(reductions[0])[1]
+    name = lambda block: sch.get(block).name_hint
+    index = [name(b) for b in blocks].index(name(reductions[0]))
+    shape = lambda block: [int(d) for d in sch.get(block).writes[0].source.shape]
+    banded = {name(reductions[0])}  # the blocks under the anchor: a block moves only when every block
+    for consumer in blocks[index + 1:]:  # it reads from (a consumer) or that reads it (a producer) is there;
+        # a consumer only as an epilogue (bias, requantization: the reduction's shape); not a pad after
+        # it, which apache-tvm 0.27's reverse_compute_at would cut to the reduction's region (wrong C)
+        if not {name(b) for b in sch.get_producers(consumer)} <= banded or shape(consumer) != shape(reductions[0]):
+            break
+        try:
+            sch.reverse_compute_at(consumer, anchor)
+        except Exception:  # pylint: disable=broad-except  (stays where it was, and so do the rest)
+            break
+        banded.add(name(consumer))
+    for producer in reversed(blocks[:index]):
+        if not {name(b) for b in sch.get_consumers(producer)} <= banded:
+            break
+        try:
+            sch.compute_at(producer, anchor)
+        except Exception:  # pylint: disable=broad-except
+            break
+        banded.add(name(producer))
+    return sch.mod["main"]
+
+
 def _operators_c(mod, prefix: str, headers: List[Path]) -> Tuple[str, Dict[str, List[int]]]:
     """C of every PrimFunc of ``mod`` (plain calling convention, named ``PREFIX_<name>``): (the C,
     {name: temporaries' bytes}).  The calls of a backend's C API see its ``headers``."""
     target = tvm.target.Target("c")
-    funcs = {gv: f.with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv, f in sorted(
+    funcs = {gv: _banded(f).with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv, f in sorted(
              mod.functions.items(), key=lambda item: item[0].name_hint) if isinstance(f, tirx.PrimFunc)}
     lowered = tvm.ir.transform.Sequential(tir_passes(target))(tvm.IRModule(funcs))
     unpacked, temporaries = {}, {}
