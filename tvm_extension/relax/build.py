@@ -10,6 +10,8 @@ from typing import Dict, Iterable, List, Optional
 
 import numpy as np
 
+from tvm_extension.mlf.host import default_cc
+
 from . import backends, lower
 from . import tflite_exact as exact
 from .backends import UserError
@@ -131,7 +133,7 @@ def _compile_c(sources: List[Path], includes: List[Path], work: Path, flags: Lis
         own = source.with_suffix(".cflags")
         extra = own.read_text().split() if own.is_file() else []
         obj = work / f"{source.stem}.o"
-        done = subprocess.run([*shlex.split(os.environ.get("CC", "").strip() or "gcc"), "-std=c11", "-fPIC", *flags, *extra,
+        done = subprocess.run([*shlex.split(default_cc()), "-std=c11", "-fPIC", *flags, *extra,
                                *(f"-I{i}" for i in includes), "-c", str(source), "-o", str(obj)], capture_output=True, text=True)
         if done.returncode != 0:
             errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines() or ["?"]
