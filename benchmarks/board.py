@@ -142,8 +142,13 @@ def engines_table(networks, board_names, command):
                 compile_mlf(net, backend, relay)
                 compile_relax_mlf(net, backend, relax)
                 for board in board_names:
-                    (a, agree_a), (b, agree_b) = (measure(archive, board, work / f"{archive.stem}-{board}")
-                                                  for archive in (relay, relax))
+                    try:
+                        (a, agree_a), (b, agree_b) = (measure(archive, board, work / f"{archive.stem}-{board}")
+                                                      for archive in (relay, relax))
+                    except boards.BoardError as err:  # e.g. more RAM than the board has: say so in the table
+                        lines.append(f"| {net} | {backend} | {board} | {err} |" + " |" * 4)
+                        print(lines[-1], flush=True)
+                        continue
                     ratios = [b.memory.rom() / a.memory.rom(), b.memory.ram() / a.memory.ram(),
                               b.instructions / a.instructions]
                     lines.append(f"| {net} | {backend} | {board} | {kib(a.memory.rom())} / {kib(b.memory.rom())} | "
