@@ -87,6 +87,24 @@ def test_the_c_is_embedded_c_with_the_relay_engines_interface(cnn_mlf, tmp_path)
                     "-o", str(tmp_path / "model.o")], check=True)
 
 
+@pytest.mark.quick
+def test_tvmc_run_takes_the_relax_mlf(cnn_mlf, tmp_path):
+    """TVM's own ``tvmc run`` (the Relay engine's environment) reads the archive as it reads the Relay
+    engine's: the same files where tvmc looks for them."""
+    with tarfile.open(cnn_mlf) as tar:
+        names = set(tar.getnames())
+        build_note = tar.extractfile("./codegen/host/BUILD.md").read().decode()
+    assert {"./parameters/default.params", "./codegen/host/BUILD.md", "./metadata.json"} <= names
+    assert "Compile every `.c` file" in build_note
+    inputs = random_inputs(CNN, seed=6)
+    np.savez(tmp_path / "in.npz", **inputs)
+    done = run_tvmc("run", cnn_mlf, "--device", "cpu", "--inputs", tmp_path / "in.npz",
+                    "--outputs", tmp_path / "out.npz")
+    assert done.returncode == 0, done.stderr[-2000:]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output_0"], onnx_reference(CNN, inputs)[0],
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_the_same_model_gives_the_same_archive(cnn_mlf, tmp_path):
     again = relax_mlf(CNN, tmp_path / "again.tar")
     assert again.read_bytes() == cnn_mlf.read_bytes()

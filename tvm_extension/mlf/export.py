@@ -12,7 +12,6 @@ same bytes), and the archive is written atomically (nothing half-written is left
 """
 import importlib.util
 import json
-import os
 import re
 import shutil
 import sys
@@ -27,7 +26,7 @@ from tvm_extension import uma
 from tvm_extension.api import stages
 from tvm_extension.api.resources import data_folder
 
-from . import reproducible
+from . import layout, reproducible
 
 CRT_DIR = data_folder(__package__, "c_runtime", "c_runtime") / "crt"
 TVM_ROOT = Path(tvm.__file__).resolve().parent
@@ -92,25 +91,6 @@ def _add_c_libraries(tree: Path):
             copied[relative] = file
 
 
-BUILD_NOTE = """# Building this model
-
-Compile every `.c` file of `codegen/host/src/` and `runtime/src/` with any C99 compiler, with
-`codegen/host/include` and `runtime/include` on the include path, and link them with your
-application (the C interface is `codegen/host/include/tvmgen_<name>.h`).
-{flags}"""
-
-
-def _write_build_note(tree: Path):
-    """How to build the archive's C, and which library sources ask for their own flags."""
-    flagged = sorted((tree / "codegen" / "host" / "src").glob("*.cflags"))
-    flags = "".join(f"* `{p.with_suffix('.c').name}`: `{p.read_text().strip()}`\n" for p in flagged)
-    text = BUILD_NOTE.format(flags=(
-        "\nThese sources ask for extra flags (from `NAME.cflags` beside them; everything else builds with\n"
-        "your own flags, and every source is portable C99, so leaving them out only costs speed):\n\n" + flags
-    ) if flags else "")
-    (tree / "codegen" / "host" / "BUILD.md").write_text(text)
-
-
 def _tensor_shapes(ty):
     if isinstance(ty, relay.TupleType):
         return [shape for field in ty.fields for shape in _tensor_shapes(field)]
@@ -154,12 +134,5 @@ def export_model_library_format(mods, file_name):
         _complete_metadata(tree, modules, seconds)
         _settle_order(tree, modules)
         _add_c_libraries(tree)
-        _write_build_note(tree)
-        partial = file_name.with_name(f".{file_name.name}.partial")
-        try:
-            exporter._make_tar(tree, work / "tvm.tar", modules)
-            reproducible.repack(work / "tvm.tar", partial, seconds)
-            os.replace(partial, file_name)
-        finally:
-            partial.unlink(missing_ok=True)
+        layout.finish(tree, file_name, seconds, make_tar=lambda tar: exporter._make_tar(tree, tar, modules))
     return file_name

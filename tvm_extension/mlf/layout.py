@@ -5,19 +5,25 @@ firmware take either engine's archive unchanged.
 
     codegen/host/src/*.c              the generated C (and the backends' kernel libraries)
     codegen/host/include/tvmgen_NAME.h  struct tvmgen_NAME_inputs/outputs, tvmgen_NAME_run
+    codegen/host/BUILD.md             how to build it, and which library sources ask for flags
     runtime/src/aot_runtime.c         TVMGetLastError, what the generated C needs of a runtime
+    parameters/NAME.params            none: the weights are const arrays of the C (tvmc run reads the file)
     metadata.json                     sizes, shapes, workspace and constants bytes
+
+``finish`` is what both engines' archives get last: the Relay engine's exporter (``export``) and
+``write`` here.
 """
 import dataclasses
 import json
 import os
 import re
 import shutil
+import struct
 import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from tvm_extension.api.resources import data_folder
 
@@ -112,13 +118,52 @@ def write(archive: os.PathLike, sources: Dict[str, str], inputs: List[Tensor], o
         (tree / "metadata.json").write_text(json.dumps(
             metadata(model, inputs, outputs, workspace_bytes, constants_bytes, functions, target, seconds),
             indent=2, sort_keys=True))
-        plain = Path(work) / "plain.tar"
-        with tarfile.open(plain, "w") as tar:
-            tar.add(tree, arcname=".")
-        partial = archive.with_name(f".{archive.name}.partial")
-        try:
-            reproducible.repack(str(plain), str(partial), seconds)
-            os.replace(partial, archive)
-        finally:
-            partial.unlink(missing_ok=True)
+        finish(tree, archive, seconds)
     return archive
+
+
+BUILD_NOTE = """# Building this model
+
+Compile every `.c` file of `codegen/host/src/` and `runtime/src/` with any C99 compiler, with
+`codegen/host/include` and `runtime/include` on the include path, and link them with your
+application (the C interface is `codegen/host/include/tvmgen_<name>.h`).
+{flags}"""
+
+# TVM's parameters file holding none: its magic number, a reserved word, 0 names, 0 arrays.
+NO_PARAMETERS = struct.pack("<QQQQ", 0xF7E58D4F05049CB7, 0, 0, 0)
+
+
+def _write_build_note(tree: Path):
+    """How to build the archive's C, and which library sources ask for their own flags."""
+    flagged = sorted((tree / "codegen" / "host" / "src").glob("*.cflags"))
+    flags = "".join(f"* `{p.with_suffix('.c').name}`: `{p.read_text().strip()}`\n" for p in flagged)
+    text = BUILD_NOTE.format(flags=(
+        "\nThese sources ask for extra flags (from `NAME.cflags` beside them; everything else builds with\n"
+        "your own flags, and every source is portable C99, so leaving them out only costs speed):\n\n" + flags
+    ) if flags else "")
+    (tree / "codegen" / "host" / "BUILD.md").write_text(text)
+
+
+def _plain_tar(tree: Path, tar_path: Path):
+    with tarfile.open(tar_path, "w") as tar:
+        tar.add(tree, arcname=".")
+
+
+def finish(tree: Path, archive: Path, seconds: int, make_tar: Callable[[Path], None] = None):
+    """The last steps of every archive: the build note, a parameters file for each model that has
+    none, and the tar (``make_tar(path)``, else the tree as it is) in a fixed order, appearing whole
+    or not at all."""
+    _write_build_note(tree)
+    for model in json.loads((tree / "metadata.json").read_text())["modules"]:
+        params = tree / "parameters" / f"{model}.params"
+        if not params.exists():
+            params.parent.mkdir(exist_ok=True)
+            params.write_bytes(NO_PARAMETERS)
+    plain = tree.parent / "plain.tar"
+    (make_tar or (lambda path: _plain_tar(tree, path)))(plain)
+    partial = archive.with_name(f".{archive.name}.partial")
+    try:
+        reproducible.repack(str(plain), str(partial), seconds)
+        os.replace(partial, archive)
+    finally:
+        partial.unlink(missing_ok=True)
