@@ -129,6 +129,34 @@ def test_counters_equal_a_direct_compile(sweeps, tmp_path, monkeypatch):
     assert float(np.max(np.abs(got - expected[0]))) == pytest.approx(point["max_error"])
 
 
+def test_the_relax_engine_sweeps_the_same_points_with_the_same_counters(sweeps, tmp_path):
+    """``engine = "relax"``: every point compiled by the Relax engine's MLF, built, run and checked as
+    the Relay engine's points are; the same points compile, match and count the same."""
+    work, qdq, _, relay = sweeps
+    records = sweep.run_sweep({**plan(qdq, ["16K", 32768]), "engine": "relax"}, tmp_path / "out",
+                              tmp_path / "cache", workers=2, use_ray=False)
+    relay = by_point(relay)
+    assert len(records) == len(relay) == 6
+    for record in records:
+        same = relay[record["model"], record["attributes"]]
+        assert record["engine"] == "relax" and same["engine"] == "relay"
+        assert bool(record["error"]) == bool(same["error"]), (record["error"], same["error"])
+        if same["error"]:
+            continue
+        assert record["matched"], record
+        assert record["offloaded_functions"] == same["offloaded_functions"] > 0
+        assert {k: v for k, v in record.items() if k.startswith("c_")} == \
+            {k: v for k, v in same.items() if k.startswith("c_")}, record["attributes"]
+    assert sum(bool(r["error"]) for r in records) == 2  # Chocolate's 8-byte scratchpad, on either engine
+
+
+def test_a_missing_relax_engine_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TVM_EXTENSION_RELAX", str(tmp_path / "nowhere" / "tvm-extension"))
+    assert sweep_main(["--model", CNN, "--backend", "strawberry", "--engine", "relax", "-o", str(tmp_path / "o")]) == 2
+    assert "TVM_EXTENSION_RELAX" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def _files(mlf):
     with tarfile.open(mlf) as archive:
         return {m.name: hashlib.sha256(archive.extractfile(m).read()).hexdigest() for m in archive if m.isfile()}

@@ -35,6 +35,8 @@ def plan_from(args) -> dict:
         plan["models"] = list(plan.get("models", [])) + args.model
     if args.board:
         plan["board"] = args.board
+    if args.engine:
+        plan["engine"] = args.engine
     backends = plan.setdefault("backends", {})
     if not isinstance(backends, dict):
         raise GridError("'backends' is a table: [backends.NAME]")
@@ -65,6 +67,8 @@ def main(argv=None, prog: str = "python -m tvm_extension.sweep") -> int:
     parser.add_argument("--no-ray", action="store_true", help="a local process pool instead of Ray")
     parser.add_argument("--board", help="also build each point for this emulated Cortex-M board (mps2-an386, ...) "
                         "and record ROM, RAM and instructions per inference (QEMU)")
+    parser.add_argument("--engine", choices=["relay", "relax"],
+                        help="compile with TVM's own tvmc (relay, the default) or the Relax engine (apache-tvm)")
     parser.add_argument("--keep-work", action="store_true", help="keep each point's folder (MLF, build) in the cache")
     args = parser.parse_args(argv)
     if args.output.exists() and not args.output.is_dir():

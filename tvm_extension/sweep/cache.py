@@ -40,7 +40,8 @@ class Cache:
 
     def key(self, point: Point) -> str:
         parts = [point.model.sha256, point.model.input_shapes, point.backend, point.attrs, self.version]
-        return _digest(*parts, *([point.board] if point.board else []), *([point.backend_code] if point.backend_code else []))
+        optional = [point.board, point.backend_code, point.engine if point.engine != "relay" else None]
+        return _digest(*parts, *[part for part in optional if part])
 
     def _write(self, path: Path, write):
         path.parent.mkdir(parents=True, exist_ok=True)

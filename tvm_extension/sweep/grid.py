@@ -9,11 +9,17 @@ before anything runs, expanded into points.
     tile_m = "4..32*2"
     tile_n = [8, 16]
 
+``engine = "relax"`` compiles every point with the Relax engine (apache-tvm: ``tvm-extension
+compile -f mlf`` of the environment ``TVM_EXTENSION_RELAX`` names, else the checkout's
+``.venv-relax``); the default is TVM's own tvmc (the Relay engine).  Either archive is built, run,
+counted and checked the same way.
+
 A range is ``FROM..TO*FACTOR`` (geometric) or ``FROM..TO+STEP`` (arithmetic), both ends
 included; ``K`` and ``M`` mean KiB and MiB.  A model is a string or a table
 ``{model = "...", input_shapes = "input:[1,3,32,32]"}`` (tvmc's --input-shapes).
 """
 import dataclasses
+import os
 import hashlib
 import itertools
 import re
@@ -48,6 +54,7 @@ class Point:
     attrs: Tuple[Tuple[str, object], ...]  # sorted (name, value) pairs
     board: Optional[str] = None  # also built for this emulated Cortex-M board and run in QEMU
     backend_code: str = ""  # digest of the backend package's sources: an edited backend is recomputed
+    engine: str = "relay"  # or "relax": the Relax engine compiles it
 
     def attr_options(self) -> List[str]:
         return [f"--target-{self.backend}-{name}={value}" for name, value in self.attrs]
@@ -153,13 +160,34 @@ def source_digest(backend) -> str:
     return tree_digest(folder)[:16]
 
 
+ENGINES = ("relay", "relax")
+RELAX_VARIABLE = "TVM_EXTENSION_RELAX"
+
+
+def relax_command() -> Path:
+    """The Relax engine's ``tvm-extension``: the one ``$TVM_EXTENSION_RELAX`` names, else the
+    checkout's ``.venv-relax``; GridError when there is none."""
+    named = os.environ.get(RELAX_VARIABLE)
+    command = Path(named) if named else Path(__file__).resolve().parents[2] / ".venv-relax" / "bin" / "tvm-extension"
+    if not command.is_file():
+        raise GridError(f"engine 'relax': {command} not found; set {RELAX_VARIABLE} to the tvm-extension command of "
+                        "an environment with apache-tvm (pip install 'tvm-uma-extensions[relax]')")
+    return command
+
+
 def expand(plan: dict, backends: Optional[Dict[str, object]] = None) -> List[Point]:
     """Every point of the plan, after checking it whole: GridError on the first problem."""
     if not isinstance(plan, dict) or not plan.get("backends"):
         raise GridError("no backends: give [backends.NAME] tables (or --backend NAME)")
-    unknown = set(plan) - {"models", "backends", "board"}
+    unknown = set(plan) - {"models", "backends", "board", "engine"}
     if unknown:
-        raise GridError(f"unknown key '{sorted(unknown)[0]}' (the plan has 'models', 'board' and [backends.NAME] tables)")
+        raise GridError(f"unknown key '{sorted(unknown)[0]}' (the plan has 'models', 'board', 'engine' and "
+                        "[backends.NAME] tables)")
+    engine = plan.get("engine", "relay")
+    if engine not in ENGINES:
+        raise GridError(f"engine '{engine}': the engines are {' and '.join(ENGINES)}")
+    if engine == "relax":
+        relax_command()
     board = plan.get("board")
     if board is not None:
         _check_board(board)
@@ -195,5 +223,5 @@ def expand(plan: dict, backends: Optional[Dict[str, object]] = None) -> List[Poi
             key = repr(spec)
             models[key] = models.get(key) or resolve_model(spec)
             code = source_digest(backends[backend])
-            points += [Point(models[key], backend, tuple(combo), board, code) for combo in combos]
+            points += [Point(models[key], backend, tuple(combo), board, code, engine) for combo in combos]
     return points

@@ -15,7 +15,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from .grid import Model, Point
+from .grid import Model, Point, relax_command
 
 FLOAT_TOLERANCE = 1e-4  # max |got - expected| <= this x max(1, max |expected|)
 LOWER_BOUND = re.compile(r"\(lower bound (\d+) bytes")  # what the backends' passes log per offloaded function
@@ -189,22 +189,32 @@ def _tvmc(argv, cwd: Path):
         return code, out.read(), err.read()
 
 
+def _relax_compile(argv, cwd: Path):
+    """``tvm-extension ARGV`` of the Relax engine's environment: (exit code, stdout, stderr)."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # not this one's
+    done = subprocess.run([str(relax_command()), *argv], cwd=cwd, capture_output=True, text=True, env=environment)
+    return done.returncode, done.stdout, done.stderr
+
+
 def run_point(point: Point, inputs, expected, work_root: Optional[str] = None, keep: bool = False) -> dict:
     """The record of one point; a failure becomes ``error`` (its one line), never an exception."""
     from tvm_extension.mlf import build  # pylint: disable=import-outside-toplevel
 
     record = {"model": point.model.label, "backend": point.backend, **dict(point.attrs),
-              "board": point.board, "matched": False, "error": None, "host": os.uname().nodename, "pid": os.getpid()}
+              "board": point.board, "engine": point.engine, "matched": False, "error": None, "host": os.uname().nodename, "pid": os.getpid()}
     started = time.time()
     work = Path(tempfile.mkdtemp(prefix=f"sweep-{point.backend}-", dir=work_root))
     stage = "compile"
     try:
         mlf = work / "model.tar"
         command = ["compile", "--target", point.backend, *point.attr_options(), str(point.model.path),
-                   "-f", "mlf", "-o", str(mlf), "-v"]
+                   "-f", "mlf", "-o", str(mlf)]
         if point.model.input_shapes:
             command += ["--input-shapes", point.model.input_shapes]
-        code, stdout, stderr = _tvmc(command, work)
+        if point.engine == "relax":
+            code, stdout, stderr = _relax_compile(command, work)
+        else:
+            code, stdout, stderr = _tvmc(command + ["-v"], work)
         record["compile_seconds"] = round(time.time() - started, 3)
         log = stdout + stderr
         if code != 0:
