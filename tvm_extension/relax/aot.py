@@ -114,8 +114,11 @@ def _banded(func: tirx.PrimFunc) -> tirx.PrimFunc:
     banded = {name(reductions[0])}  # the blocks under the anchor: a block moves only when every block
     for consumer in blocks[index + 1:]:  # it reads from (a consumer) or that reads it (a producer) is there;
         # a consumer only as an epilogue (bias, requantization: the reduction's shape); not a pad after
-        # it, which apache-tvm 0.27's reverse_compute_at would cut to the reduction's region (wrong C)
-        if not {name(b) for b in sch.get_producers(consumer)} <= banded or shape(consumer) != shape(reductions[0]):
+        # it, which apache-tvm 0.27's reverse_compute_at would cut to the reduction's region (wrong C);
+        # not a block that reads none of the band (a residual input's requantization): moved under
+        # the row loop it would be computed whole at every row, and read before it was computed (wrong C)
+        producers = {name(b) for b in sch.get_producers(consumer)}
+        if not producers or not producers <= banded or shape(consumer) != shape(reductions[0]):
             break
         try:
             sch.reverse_compute_at(consumer, anchor)

@@ -192,15 +192,24 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
         else:
             with qconv.model_rounding(tflite=model.suffix == ".tflite"):
                 mod, offloaded = lower.offload(mod, backend, attrs, which=qconv.is_chain)
-    if tflite_exact:
-        mod, made_exact = exact.make_exact(mod)
+    # The CPU's int8 layers: TFLite's arithmetic under --tflite-exact; else the Relay engine's (its
+    # frontend's QNN operators in TVM's integer arithmetic), unless the backend's chains round as
+    # TFLite does (QVanilla: the rest stays TVM's float legalization, as before).
+    tflite_chains = backend is not None and getattr(backend, "COMPUTES_TFLITE_ROUNDING", False)
+    operators = None  # the CPU's operators as the model states them, for the report, when rewritten below
+    if model.suffix == ".tflite" and (tflite_exact or not tflite_chains):
+        operators = lower.model_operators(mod)
+        if tflite_exact:
+            mod, made_exact = exact.make_exact(mod)
+        else:
+            mod = exact.make_as_relay(mod)
     mod = relax.transform.FoldConstant()(mod)
     if model.suffix == ".onnx":
         mod = _onnx_clips(mod)
     if backend is not None:
         rest = (lambda name: not qconv.is_chain(name)) if early else None
         if not early or refused or any(rest(p.name) for p in backend.patterns(attrs)):
-            mod, offloaded = lower.offload(mod, backend, attrs, which=rest, earlier=offloaded)
+            mod, offloaded = lower.offload(mod, backend, attrs, which=rest, earlier=offloaded, operators=operators)
         if refused:  # these convs' patterns did match: say why they stay, as the Relay engine says it
             unmatched = ("nn.conv2d", "pattern did not match")
             offloaded.not_offloaded[unmatched] -= refused

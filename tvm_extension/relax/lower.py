@@ -111,6 +111,35 @@ def _op_names(expr) -> List[str]:
     return names
 
 
+def model_operators(mod: tvm.IRModule) -> collections.Counter:
+    """The operators the model's functions call, named as ``_op_names`` names them, less those that
+    compute from constants only (which folding removes): what the CPU runs as the model states it,
+    counted before a rewrite (``--tflite-exact``, TVM's QNN arithmetic) spells it in other operators."""
+    names = collections.Counter()
+    for _, func in mod.functions_items():
+        if not isinstance(func, relax.Function) or (func.attrs and "Composite" in func.attrs):
+            continue
+        constants = set()
+
+        def constant(arg) -> bool:  # a variable bound to a constant's computation, a tuple of them, a literal
+            if isinstance(arg, relax.Var):
+                return arg in constants
+            if isinstance(arg, relax.Tuple):
+                return all(map(constant, arg.fields))
+            return not isinstance(arg, relax.Call)
+
+        for block in func.body.blocks:
+            for binding in block.bindings:
+                value = binding.value
+                if not (isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op)) or value.op.name == "relax.call_tir":
+                    continue
+                if all(map(constant, value.args)):
+                    constants.add(binding.var)
+                else:
+                    names[value.op.name.split(".", 1)[1]] += 1
+    return names
+
+
 def _convs(func) -> List[relax.Call]:
     convs = []
     relax.analysis.post_order_visit(
@@ -136,11 +165,14 @@ def matches(mod: tvm.IRModule, backend, attrs: dict, which=None) -> int:
     return len(calls)
 
 
-def offload(mod: tvm.IRModule, backend, attrs: dict, which=None, earlier: Optional[OffloadReport] = None):
+def offload(mod: tvm.IRModule, backend, attrs: dict, which=None, earlier: Optional[OffloadReport] = None,
+            operators: Optional[collections.Counter] = None):
     """(module with the backend's matches lowered to calls of its C API, the offload report,
     ``OffloadReport``).  ``which(name)``: the backend's patterns this pass takes (all by default);
     ``earlier``: the report of an earlier pass over the model, which this one continues (the
-    functions of both counted, what stays on the CPU as this pass leaves it)."""
+    functions of both counted, what stays on the CPU as this pass leaves it); ``operators``: the
+    model's operators (``model_operators``) before a rewrite, of which what stays on the CPU is
+    what this pass does not offload."""
     mod = relax.transform.FuseOpsByPattern(_patterns(backend, attrs, which), bind_constants=False,
                                            annotate_codegen=False)(mod)
     lowering = _Lower(mod, backend, attrs)
@@ -148,12 +180,16 @@ def offload(mod: tvm.IRModule, backend, attrs: dict, which=None, earlier: Option
     report = earlier or OffloadReport(backend.TARGET)
     report.functions += len(lowering.offloaded)
     report.patterns.update(p.split(".", 1)[1] for p in lowering.offloaded)
-    report.on_cpu, report.not_offloaded = collections.Counter(), collections.Counter()
+    report.on_cpu, report.not_offloaded = collections.Counter(operators or {}), collections.Counter()
     for func in lowering.matched:
         report.offloaded.update(_op_names(func.body))
+        if operators is not None:
+            report.on_cpu.subtract(_op_names(func.body))
+    report.on_cpu = +report.on_cpu
     for _, func in mod.functions_items():
         if isinstance(func, relax.Function):
-            report.on_cpu.update(_op_names(func.body))
+            if operators is None:
+                report.on_cpu.update(_op_names(func.body))
             for conv in _convs(func):
                 report.not_offloaded[("nn.conv2d", backend.why_not_offloaded(conv, attrs) or "pattern did not match")] += 1
     return mod, report

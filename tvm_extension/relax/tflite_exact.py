@@ -17,6 +17,12 @@ patterns read the float form, and before constants are folded (weights must stay
 | QUANTIZE of a float input | q(input) | round half away from zero of x / scale |
 
 Any other ``q(float operator)`` stays as TVM computes it and is reported.
+
+Without ``--tflite-exact`` an int8 TFLite model computes what the Relay engine computes
+(``make_as_relay``): Relay's TFLite frontend imports CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and
+ADD as QNN operators, which TVM lowers to integer arithmetic with its own rounding (qnn.requantize
+UPWARD), so those are rewritten here to that arithmetic; the rest Relay imports as Relax does
+(average pool in int32, softmax between dequantize and quantize) and stays.
 """
 import collections
 from typing import List, Optional
@@ -25,8 +31,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from tvm_extension.tflite_exact.elementwise import exact_add, exact_mul, exact_quantize
-from tvm_extension.tflite_exact.fixed_point import quantize_multiplier, requantize
+from tvm_extension.tflite_exact.elementwise import exact_add, exact_mul, exact_quantize, tvm_add
+from tvm_extension.tflite_exact.fixed_point import quantize_multiplier, requantize, tvm_requantize
 from tvm_extension.tflite_exact.graph import relay as ops
 from tvm_extension.tflite_exact.mean import exact_mean
 from tvm_extension.tflite_exact.pooling import exact_average_pool
@@ -59,9 +65,10 @@ def _requantize_accumulator(acc, multipliers, shifts, zero_point, dtype):
 
 @relax.expr_functor.mutator
 class _Exact(relax.PyExprMutator):
-    def __init__(self, mod):
+    def __init__(self, mod, as_relay: bool = False):
         super().__init__(mod)
         self.mod_ = mod
+        self.as_relay = as_relay  # TVM's QNN arithmetic (the Relay engine's), not TFLite's
         self.exact = collections.Counter()
 
     def _bound(self, expr):
@@ -84,6 +91,8 @@ class _Exact(relax.PyExprMutator):
     def visit_call_(self, call):
         call = super().visit_call_(call)
         rewrite = {"quantize": self._quantize, "astype": self._average_pool}.get(_op(call))
+        if self.as_relay:
+            rewrite = {"quantize": self._quantize_as_relay}.get(_op(call))
         result = rewrite(call) if rewrite else None
         if result is None:
             return call
@@ -117,6 +126,24 @@ class _Exact(relax.PyExprMutator):
         if relu:
             return None
         return self._accumulation(source, out)
+
+    def _quantize_as_relay(self, call):
+        """The QNN operators of Relay's TFLite frontend: conv, FC and ADD (a fused RELU after an ADD
+        a clip, as Relay's frontend puts it)."""
+        scale, zero_point, dtype = _scalar(call.args[1]), _scalar(call.args[2]), str(call.attrs.out_dtype)
+        if scale is None or zero_point is None or dtype != "int8":
+            return None
+        out = (float(scale), int(zero_point), dtype)
+        source = self._bound(call.args[0])
+        relu = _op(source) == "nn.relu"
+        if relu:
+            source = self._bound(source.args[0])
+        if _op(source) == "add":
+            lhs, rhs = (self._dequantized(a) for a in source.args)
+            if lhs is not None and rhs is not None and _constant(lhs[0]) is None and _constant(rhs[0]) is None:
+                result = tvm_add(lhs[0], rhs[0], (lhs[1], rhs[1], out[0]), (lhs[2], rhs[2], out[1]), dtype)
+                return (ops.clip(result, out[1], 127) if relu else result), "add"
+        return None if relu else self._accumulation(source, out)
 
     def _elementwise(self, call, out):
         """ADD or MUL of two int8 tensors (not a bias: that is ``_accumulation``'s)."""
@@ -158,29 +185,56 @@ class _Exact(relax.PyExprMutator):
         weight_scales = _constant(weight.args[1])
         if weight_scales is None:
             return None
-        x = ops.subtract(ops.cast(data[0], "int32"), ops.const(data[2], "int32"))
-        w = weight.args[0]
-        for step in reversed(layout):  # the same reshapes and transposes, on the int8 weight
-            w = relax.Call(step.op, [w, *step.args[1:]], step.attrs)
-        w = ops.cast(w, "int32")
+        # sum((x - zp) * w) as sum(x * w) - zp * sum(w): the int8 input read as it is (not widened to
+        # an int32 copy), padded with its zero point, and zp * sum(w) folded into the bias
+        x, zero_point, w = data[0], int(data[2]), self._folded(weight.args[0], layout)
+        if w is None:
+            return None
         if kind == "matmul":
-            acc = relax.op.matmul(x, w, out_dtype="int32")
+            acc = relax.op.matmul(x, relax.const(w), out_dtype="int32")
+            sums = w.astype(np.int64).sum(axis=-2)  # over the inputs: one per output
             reals = [float(np.float32(data[1]) * s) / out[0] for s in weight_scales.astype(np.float32).reshape(-1)]
         else:
             attrs = source.attrs
-            if str(attrs.out_layout or attrs.data_layout) != "NHWC":
+            kernel_layout = str(attrs.kernel_layout)
+            if str(attrs.out_layout or attrs.data_layout) != "NHWC" or sorted(kernel_layout) != sorted("HWIO"):
                 return None
-            acc = relax.op.nn.conv2d(x, w, strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation,
-                                     groups=int(attrs.groups), data_layout=str(attrs.data_layout),
-                                     kernel_layout=str(attrs.kernel_layout), out_dtype="int32")
+            padding = [int(p) for p in attrs.padding]  # top, left, bottom, right
+            if zero_point != 0 and any(padding):
+                x = relax.op.nn.pad(x, [0, 0, padding[0], padding[2], padding[1], padding[3], 0, 0],
+                                    pad_value=float(zero_point))
+                padding = [0, 0, 0, 0]
+            acc = relax.op.nn.conv2d(x, relax.const(w), strides=attrs.strides, padding=padding,
+                                     dilation=attrs.dilation, groups=int(attrs.groups), data_layout="NHWC",
+                                     kernel_layout=kernel_layout, out_dtype="int32")
+            # over the window and the group's inputs: one per output
+            sums = w.astype(np.int64).sum(axis=tuple(i for i, axis in enumerate(kernel_layout) if axis != "O"))
             reals = [data[1] * float(s) / out[0] for s in weight_scales.astype(np.float32).reshape(-1)]
-        if bias is not None:
-            if bias.dtype != np.int32:
-                return None
-            acc = ops.add(acc, ops.const(bias, "int32"))
+        if bias is not None and bias.dtype != np.int32:
+            return None
+        folded = (np.zeros(sums.shape, np.int64) if bias is None else bias.astype(np.int64)) - zero_point * sums
+        if folded.any():
+            acc = ops.add(acc, ops.const(folded.astype(np.int32), "int32"))
+        if self.as_relay:  # Relay's frontend: the float32 product s_in * s_w, then qnn.requantize's ratio
+            reals = [float(np.float32(np.float32(data[1]) * s)) / float(np.float32(out[0]))
+                     for s in weight_scales.astype(np.float32).reshape(-1)]
         pairs = [quantize_multiplier(r) for r in reals]  # per output channel, the last axis here
         multipliers, shifts = (np.array([p[i] for p in pairs], np.int64) for i in (0, 1))
+        if self.as_relay:
+            return tvm_requantize(ops.cast(acc, "int64"), multipliers, shifts, out[1], out[2]), kind.split(".")[-1]
         return _requantize_accumulator(acc, multipliers, shifts, out[1], out[2]), kind.split(".")[-1]
+
+    def _folded(self, expr, layout) -> Optional[np.ndarray]:
+        """The int8 weight constant under its reshapes and transposes (before its dequantize, and
+        ``layout``: those after it), applied here."""
+        steps, expr = list(layout), self._bound(expr)
+        while _op(expr) in ("reshape", "permute_dims"):
+            steps.append(expr)
+            expr = self._bound(expr.args[0])
+        w = _constant(expr)
+        for step in reversed(steps) if w is not None else []:
+            w = w.reshape(_shape(step)) if _op(step) == "reshape" else w.transpose([int(a) for a in step.attrs.axes])
+        return w
 
     def _softmax(self, softmax, out):
         data = self._dequantized(softmax.args[0])
@@ -244,3 +298,8 @@ def make_exact(mod: tvm.IRModule):
     report = [f"[tflite-exact] made exact: {counts or 'nothing (no quantized operator found)'}"]
     report += [f"[tflite-exact] not exact: {name} x{n} (computed as TVM does)" for name, n in sorted(_left(mod).items())]
     return mod, report
+
+
+def make_as_relay(mod: tvm.IRModule) -> tvm.IRModule:
+    """An int8 TFLite model's QNN operators in TVM's integer arithmetic, as the Relay engine computes them."""
+    return relax.transform.DeadCodeElimination()(_Exact(mod, as_relay=True).transform())

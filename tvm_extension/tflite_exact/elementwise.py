@@ -10,7 +10,8 @@ activation as a clip after the qnn.mul; the clamp here is to int8's range.
 import numpy as np
 
 from .graph import relay
-from .fixed_point import materialized, multiply_by_quantized_multiplier, quantize_multiplier, requantize
+from .fixed_point import (materialized, multiply_by_quantized_multiplier, quantize_multiplier, requantize,
+                          tvm_fixed_point_multiply)
 
 
 def mul_multiplier(scale1: float, scale2: float, output_scale: float):
@@ -50,6 +51,27 @@ def exact_add(lhs, rhs, scales, zero_points, dtype: str):
     # computed once: the output's requantization reads it six times
     raw_sum = materialized(relay.add(scaled(lhs, zero_points[0], m1, sh1), scaled(rhs, zero_points[1], m2, sh2)))
     return requantize(raw_sum, np.int64(mo), np.int64(sho), int(zero_points[2]), dtype)
+
+
+def tvm_add(lhs, rhs, scales, zero_points, dtype: str):
+    """TVM's qnn.add as its canonicalization lowers it (the Relay engine's int8 ADD): each input
+    requantized to the output's scale and zero point (int32, rounding UPWARD; only widened when they
+    are already the output's), the two added, the output zero point taken off once, clamped."""
+    so, zo = np.float32(scales[2]), int(zero_points[2])
+
+    def requantized(x, scale, zero_point):
+        value = relay.cast(x, "int64")
+        if np.float32(scale) == so and int(zero_point) == zo:
+            return value
+        value = relay.subtract(value, relay.const(int(zero_point), "int64"))
+        if np.float32(scale) != so:
+            multiplier, shift = quantize_multiplier(float(np.float32(scale)) / float(so))
+            value = tvm_fixed_point_multiply(value, np.int64(multiplier), np.int64(shift))
+        return relay.add(value, relay.const(zo, "int64"))
+
+    total = relay.add(requantized(lhs, scales[0], zero_points[0]), requantized(rhs, scales[1], zero_points[1]))
+    info = np.iinfo(dtype)
+    return relay.cast(relay.clip(relay.subtract(total, relay.const(zo, "int64")), int(info.min), int(info.max)), dtype)
 
 
 def exact_quantize(x, scale: float, zero_point: int, dtype: str):

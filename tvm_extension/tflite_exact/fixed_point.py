@@ -145,3 +145,24 @@ def requantize(x, multipliers, shifts, zero_point: int, dtype: str):
     info = np.iinfo(dtype)
     out = relay.add(multiply_by_quantized_multiplier(x, multipliers, shifts), relay.const(int(zero_point), "int64"))
     return relay.cast(relay.clip(out, int(info.min), int(info.max)), dtype)
+
+
+# -- TVM's own QNN arithmetic (qnn.requantize, rounding UPWARD), which the Relay engine computes --
+def tvm_fixed_point_multiply(x, multipliers: np.ndarray, shifts: np.ndarray):
+    """TVM's fixed-point multiply (``q_multiply_shift``, ``FixedPointMultiplyPerChannel``) of an int64
+    expression of int32 values: ``((x << left) * M + 2^(right - 1)) >> right``, ``right = 31 +
+    max(-shift, 0)``, one rounding with ties towards +infinity; then cast to int32 as TVM casts."""
+    shifts = np.asarray(shifts, np.int64)
+    left, right = np.maximum(shifts, 0), 31 + np.maximum(-shifts, 0)
+    if left.any():
+        x = relay.left_shift(x, i64(left))
+    rounded = relay.add(relay.multiply(x, i64(multipliers)), i64(np.int64(1) << (right - 1)))
+    return wrap_int32(relay.right_shift(rounded, i64(right)))
+
+
+def tvm_requantize(x, multipliers, shifts, zero_point: int, dtype: str):
+    """TVM's qnn.requantize (rounding UPWARD) of an int64 expression of int32 values whose input
+    zero point is already taken off: + the output zero point, clamped to ``dtype`` and cast."""
+    info = np.iinfo(dtype)
+    out = relay.add(tvm_fixed_point_multiply(x, multipliers, shifts), relay.const(int(zero_point), "int64"))
+    return relay.cast(relay.clip(out, int(info.min), int(info.max)), dtype)
