@@ -62,6 +62,9 @@ def _bytes(dtype: str, shape) -> int:
     return int(np.prod([int(d) for d in shape], dtype=np.int64)) * max(bits, 8) // 8
 
 
+SCALAR_BYTES = 8  # temporaries this small stay C locals (the compiler keeps them in registers)
+
+
 def _unpacked(func: tirx.PrimFunc) -> Tuple[tirx.PrimFunc, List[int]]:
     """``func`` with raw pointers for its buffer parameters and its temporaries as extra pointer
     parameters: (the function, the temporaries' sizes in bytes)."""
@@ -81,6 +84,8 @@ def _unpacked(func: tirx.PrimFunc) -> Tuple[tirx.PrimFunc, List[int]]:
     temporaries, sizes = [], []
 
     def hoisted(stmt):
+        if stmt.buffer.scope() == "global" and _bytes(stmt.buffer.dtype, stmt.buffer.shape) <= SCALAR_BYTES:
+            return stmt  # an accumulator: a C local, a register
         var = tvm.ir.Var(f"{stmt.buffer.name}_ws", tirx.buffer_data_pointer_type(stmt.buffer))
         temporaries.append(var)
         sizes.append(_bytes(stmt.buffer.dtype, stmt.buffer.shape))
@@ -143,6 +148,18 @@ def _banded(func: tirx.PrimFunc) -> tirx.PrimFunc:
         except Exception:  # pylint: disable=broad-except
             break
         banded.add(name(producer))
+    # The reduction accumulates in a local (a register), set to 0 before its loops, not in the
+    # temporary through memory with a test of the first iteration at every multiply-add.
+    reduction = reductions[0]
+    spatial = sum(int(iv.iter_type) == 0 for iv in sch.get(reduction).iter_vars)
+    loops = sch.get_loops(reduction)
+    if len(loops) == len(sch.get(reduction).iter_vars) and 0 < spatial < len(loops):
+        try:
+            local = sch.cache_write(reduction, 0, "global")
+            sch.reverse_compute_at(local, loops[spatial - 1])
+            sch.decompose_reduction(reduction, loops[spatial])
+        except Exception:  # pylint: disable=broad-except
+            pass
     return sch.mod["main"]
 
 
