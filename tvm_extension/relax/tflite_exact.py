@@ -233,7 +233,8 @@ class _Exact(relax.PyExprMutator):
             expr = self._bound(expr.args[0])
         w = _constant(expr)
         for step in reversed(steps) if w is not None else []:
-            w = w.reshape(_shape(step)) if _op(step) == "reshape" else w.transpose([int(a) for a in step.attrs.axes])
+            axes = None if _op(step) == "reshape" or step.attrs.axes is None else [int(a) for a in step.attrs.axes]
+            w = w.reshape(_shape(step)) if _op(step) == "reshape" else w.transpose(axes)  # no axes: reversed
         return w
 
     def _softmax(self, softmax, out):
