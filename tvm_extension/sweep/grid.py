@@ -19,9 +19,9 @@ included; ``K`` and ``M`` mean KiB and MiB.  A model is a string or a table
 ``{model = "...", input_shapes = "input:[1,3,32,32]"}`` (tvmc's --input-shapes).
 """
 import dataclasses
-import os
 import hashlib
 import itertools
+import os
 import re
 import sys
 from pathlib import Path

@@ -201,7 +201,8 @@ def run_point(point: Point, inputs, expected, work_root: Optional[str] = None, k
     from tvm_extension.mlf import build  # pylint: disable=import-outside-toplevel
 
     record = {"model": point.model.label, "backend": point.backend, **dict(point.attrs),
-              "board": point.board, "engine": point.engine, "matched": False, "error": None, "host": os.uname().nodename, "pid": os.getpid()}
+              "board": point.board, "engine": point.engine, "matched": False, "error": None,
+              "host": os.uname().nodename, "pid": os.getpid()}
     started = time.time()
     work = Path(tempfile.mkdtemp(prefix=f"sweep-{point.backend}-", dir=work_root))
     stage = "compile"
