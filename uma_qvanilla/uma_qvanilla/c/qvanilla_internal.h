@@ -50,7 +50,7 @@ typedef char qvanilla_shifts_are_the_kits[QVANILLA_SHIFT_MIN == KIT_REQUANTIZE_S
  * of 2 pixels x 2 channels (dot2x2()).  Elsewhere: plain C. */
 #if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
 #define QVANILLA_MCU 1
-#if defined(__ARM_FEATURE_SIMD32)
+#if defined(__ARM_FEATURE_SIMD32) && !defined(QVANILLA_PORTABLE) /* QVANILLA_PORTABLE: plain C only */
 #include <arm_acle.h>
 #define QVANILLA_SMLAD 1
 #endif
