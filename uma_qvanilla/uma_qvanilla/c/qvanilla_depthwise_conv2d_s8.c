@@ -46,6 +46,95 @@ static void dw_pairs(uint32_t* restrict acc, const int8_t* const* in, const int1
   for (int j = 0; j < CB; ++j) acc[j] = a[j];
 }
 
+#ifdef QVANILLA_SMLAD
+/* The DSP extension's depthwise step: SMLAD multiplies two int16 pairs and adds both products to
+ * one sum, so each SMLAD takes two taps of one channel.  Its pairs: the weights of taps 2p and 2p+1
+ * of a channel as one word (pair_weights(), once per block), and the inputs' likewise, four
+ * channels from two 32-bit loads: SXTB16 sign-extends bytes 0 and 2 (or, rotated, 1 and 3) into
+ * halfwords, and a halfword of each tap's word makes a channel's pair (PKHBT, PKHTB, which gcc
+ * does not find by itself).  Eight multiply-adds in about 20 instructions. */
+static ALWAYS_INLINE uint32_t load_word(const void* p) { /* LDR: unaligned is fine on v7-M and v8-M */
+  uint32_t v;
+  memcpy(&v, p, sizeof(v));
+  return v;
+}
+static ALWAYS_INLINE int32_t low_halves(int32_t x, int32_t y) { /* x's low half, then y's */
+  int32_t r;
+  __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(x), "r"(y));
+  return r;
+}
+static ALWAYS_INLINE int32_t high_halves(int32_t x, int32_t y) { /* x's high half, then y's */
+  int32_t r;
+  __asm__("pkhtb %0, %2, %1, asr #16" : "=r"(r) : "r"(x), "r"(y));
+  return r;
+}
+
+/* The weights as SMLAD's pairs, in the order dw_smlad reads them: for each quad of channels
+ * (c = 4q + j, the last quad possibly short) and pair of taps p (of P = (taps + 1) / 2),
+ * pairs[(q * P + p) * 4 + j] = w[2p][c] (low half), w[2p+1][c] (high half; 0 past the last tap),
+ * w rows of ws int16, c < nc. */
+static void pair_weights(uint32_t* pairs, const int16_t* w, size_t ws, size_t taps, size_t nc) {
+  const size_t P = (taps + 1) / 2;
+  for (size_t c = 0; c < nc; ++c) {
+    for (size_t t = 0; t < taps; t += 2) {
+      const uint32_t high = t + 1 < taps ? (uint16_t)w[(t + 1) * ws + c] : 0u;
+      pairs[(c / 4 * P + t / 2) * 4 + c % 4] = (uint16_t)w[t * ws + c] | high << 16;
+    }
+  }
+}
+
+/* row[c] (+)= sum over the taps t < nt (even) of in[t][c] * w[t][c], c < nc (row starts at 0 if
+ * first), the weights as pairs (pair_weights(), P pairs a quad, from the group's first pair on). */
+static void dw_smlad(uint32_t* row, const int8_t* const* in, const uint32_t* pairs, size_t P, size_t nc, int nt,
+                     int first) {
+  const int8_t* const* end = in + nt;
+  size_t c = 0;
+  for (; c + 4 <= nc; c += 4) {
+    int32_t s0 = first ? 0 : (int32_t)row[c], s1 = first ? 0 : (int32_t)row[c + 1];
+    int32_t s2 = first ? 0 : (int32_t)row[c + 2], s3 = first ? 0 : (int32_t)row[c + 3];
+    const uint32_t* w = pairs + c / 4 * P * 4;
+    for (const int8_t* const* t = in; t != end;) {
+      /* in C, gcc runs out of registers and spills (38 instructions a step instead of 20) */
+      int32_t a, b, x, y, q, v;
+      __asm__("ldr %[x], [%[t]], #4\n\t"        /* x, y = the two taps' inputs */
+              "ldr %[y], [%[t]], #4\n\t"
+              "ldr %[a], [%[x], %[c]]\n\t"      /* a, b = their channels c .. c+3 (unaligned LDR) */
+              "ldr %[b], [%[y], %[c]]\n\t"
+              "sxtb16 %[x], %[a]\n\t"           /* x = a0, a2; y = b0, b2 */
+              "sxtb16 %[y], %[b]\n\t"
+              "sxtb16 %[a], %[a], ror #8\n\t"   /* a = a1, a3; b = b1, b3 */
+              "sxtb16 %[b], %[b], ror #8\n\t"
+              "ldr %[v], [%[w]]\n\t"
+              "pkhbt %[q], %[x], %[y], lsl #16\n\t"  /* a0, b0 */
+              "smlad %[s0], %[q], %[v], %[s0]\n\t"
+              "ldr %[v], [%[w], #8]\n\t"
+              "pkhtb %[q], %[y], %[x], asr #16\n\t"  /* a2, b2 */
+              "smlad %[s2], %[q], %[v], %[s2]\n\t"
+              "ldr %[v], [%[w], #4]\n\t"
+              "pkhbt %[q], %[a], %[b], lsl #16\n\t"  /* a1, b1 */
+              "smlad %[s1], %[q], %[v], %[s1]\n\t"
+              "ldr %[v], [%[w], #12]\n\t"
+              "pkhtb %[q], %[b], %[a], asr #16\n\t"  /* a3, b3 */
+              "smlad %[s3], %[q], %[v], %[s3]\n\t"
+              "add %[w], %[w], #16"
+              : [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [s3] "+r"(s3), [t] "+r"(t), [w] "+r"(w),
+                [a] "=&r"(a), [b] "=&r"(b), [x] "=&r"(x), [y] "=&r"(y), [q] "=&r"(q), [v] "=&r"(v)
+              : [c] "r"(c)
+              : "memory");
+    }
+    row[c] = (uint32_t)s0, row[c + 1] = (uint32_t)s1, row[c + 2] = (uint32_t)s2, row[c + 3] = (uint32_t)s3;
+  }
+  for (; c < nc; ++c) { /* the last nc % 4 channels */
+    int32_t s = first ? 0 : (int32_t)row[c];
+    const uint32_t* w = pairs + (c / 4 * P * 4) + c % 4;
+    for (const int8_t* const* t = in; t != end; t += 2, w += 4) {
+      s = __smlad(low_halves(t[0][c], t[1][c]), (int32_t)*w, s);
+    }
+    row[c] = (uint32_t)s;
+  }
+}
+#endif
+
 /* dst[0 .. n) = src[0 .. n), 0 < n < 16, with two fixed-size (possibly overlapping) copies. */
 static void copy_short(int8_t* dst, const int8_t* src, size_t n) {
   if (n >= 8) {
@@ -142,6 +231,14 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qbl
   int16_t* tail_w = d->tail_w;
   size_t tail_w_group = (size_t)-1, wr_group = (size_t)-1; /* the tap groups tail_w and wr hold */
   uint32_t* acc = d->acc;
+  const uint32_t* pairs = NULL; /* the weights as SMLAD's pairs, if they fit the scratch of the lanes' rows */
+#ifdef QVANILLA_SMLAD
+  const size_t P = (taps + 1) / 2;
+  if (!paired && P * ((nc + 3) / 4 * 4) <= TILE * QL) { /* rows: unused on microcontrollers (requant_columns) */
+    pair_weights(d->rows, w, ws, taps, nc);
+    pairs = d->rows;
+  }
+#endif
   for (size_t c = 0; c < nc; ++c) {
     zp_row[c] = (int8_t)p->input_zp;
     zero_w[c] = 0;
@@ -187,10 +284,16 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qbl
           wr[nt] = zero_w; /* a tap of zero weights, for an odd group if paired */
           wr_group = t0;
         }
-        if (paired && nt % 2) {
+        if ((paired || pairs != NULL) && nt % 2) {
           in[nt] = zp_row;
           ++nt;
         }
+#ifdef QVANILLA_SMLAD
+        if (pairs != NULL) {
+          dw_smlad(row, in, pairs + t0 / 2 * 4, P, nc, nt, t0 == 0);
+          continue;
+        }
+#endif
         for (size_t c = 0; c < full; c += CB) {
           if (paired) dw_pairs(row + c, in, wr, c, nt, t0 == 0);
           else dw_taps(row + c, in, wr, c, nt, t0 == 0);
@@ -258,6 +361,9 @@ static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* 
       }
       int paired = 1;
       for (int j = 0; j < CB; ++j) paired = paired && lo[j] >= -128 && hi[j] <= 127;
+#ifdef QVANILLA_SMLAD
+      paired = 0; /* dw_smlad instead */
+#endif
       if (paired) { /* dw_pairs' excess: 32767 per pair of taps of each group of DW_TAPS */
         const size_t groups = taps / DW_TAPS, last = taps % DW_TAPS;
         const uint32_t excess = 32767u * (uint32_t)(groups * (DW_TAPS / 2) + (last + 1) / 2);

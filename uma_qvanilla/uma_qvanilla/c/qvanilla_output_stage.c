@@ -213,32 +213,46 @@ static ALWAYS_INLINE void pack_row(const uint32_t* restrict o, int8_t* restrict 
 static int32_t floor_shift32(int32_t x, int n) { return x < 0 ? ~(~x >> n) : x >> n; }
 
 /* out[i * ostride + j] = finish_any(acc[i * stride + lane(j)]) for the nb channels of block b and
- * i < rows, a channel at a time so that its parameters stay in registers.  For right >= 32 (shift
- * < 0, as usual) floor(x / 2^right) = floor(floor(x / 2^32) / 2^(right - 32)): the product's high
- * word shifted, exact, in int32 (|x| < 2^63). */
+ * i < rows, a channel at a time so that its parameters stay in registers.  For shift < 0 (as
+ * usual: right >= 32, left = 0), in 32-bit words (x = sum + bias, ab = x * multiplier, n = -shift):
+ *  - upward: floor((ab + 2^(30 + n)) / 2^(31 + n)) = floor((floor(ab / 2^32) + 2^(n-1)) / 2^n)
+ *    (the added term is a multiple of 2^32 for n >= 1), floor(ab / 2^32) the product's high word;
+ *    |high| <= 2^30, so high + 2^(n-1) fits;
+ *  - TFLite: h = floor((ab + 2^30) / 2^31) (the high multiply, see finish_tflite; one SMLAL), then
+ *    h / 2^n rounded half away from zero: floor(h / 2^n) + [(h mod 2^n) + 2^(n-1) - [h < 0] >= 2^n],
+ *    no sum beyond 2^(n+1).  h leaves int32 only for x = multiplier = INT32_MIN (gemmlowp
+ *    saturates it): a channel of that multiplier takes finish_tflite(). */
 static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, size_t rows, const qblock* b, size_t nb,
                                           int8_t* out, size_t ostride, int transposed, const qvanilla_conv* p,
                                           int tflite) {
-  const int32_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp, zp = p->output_zp;
+  const int32_t lo = p->act_min, hi = p->act_max, zp = p->output_zp;
   for (size_t j = 0; j < nb; ++j) {
     const qchan q = b->qc[j];
     const uint32_t* a = acc + lane(j, transposed);
     int8_t* o = out + j;
-    if (q.right < 32) {
+    const int32_t multiplier = (int32_t)q.multiplier; /* an int32 of the table */
+    if (q.right < 32 || (tflite && multiplier == INT32_MIN)) {
       for (size_t i = 0; i < rows; ++i) {
-        o[i * ostride] = tflite ? finish_tflite(a[i * stride], &q, lo, hi, zp) : finish(a[i * stride], &q, lo, hi, zp);
+        o[i * ostride] = tflite ? finish_tflite(a[i * stride], &q, lo - zp, hi - zp, zp)
+                                : finish(a[i * stride], &q, lo - zp, hi - zp, zp);
       }
       continue;
     }
-    const int32_t multiplier = (int32_t)q.multiplier; /* an int32 of the table */
-    const int n = q.right - 32;
-    for (size_t i = 0; i < rows; ++i) {
-      const int64_t ab = (int64_t)kit_wrapped((a[i * stride] + q.bias) << q.left) * multiplier;
-      const int64_t x = ab + q.round - (tflite && ab < -((int64_t)1 << 30) ? q.fix : 0);
-      int32_t r = floor_shift32((int32_t)kit_floor_shift(x, 32), n);
+    const int n = q.right - (tflite ? 31 : 32); /* >= 1 */
+    const uint32_t mask = ((uint32_t)1 << n) - 1, half = (uint32_t)1 << (n - 1);
+    for (const int8_t* end = o + rows * ostride; o != end; o += ostride, a += stride) {
+      const int64_t ab = (int64_t)kit_wrapped(*a + q.bias) * multiplier;
+      int32_t r;
+      if (tflite) {
+        const int32_t h = kit_wrapped((uint32_t)((uint64_t)(ab + ((int64_t)1 << 30)) >> 31));
+        r = floor_shift32(h, n) + (int32_t)((((uint32_t)h & mask) + half - ((uint32_t)h >> 31)) >> n);
+      } else {
+        r = floor_shift32(kit_wrapped((uint32_t)((uint64_t)ab >> 32)) + (int32_t)half, n);
+      }
+      r += zp;
       r = r < lo ? lo : r;
       r = r > hi ? hi : r;
-      o[i * ostride] = (int8_t)(r + zp);
+      *(int8_t*)o = (int8_t)r;
     }
   }
 }
