@@ -1,0 +1,74 @@
+"""QVanilla's kernels on the emulated boards, every variant (portable C, the DSP extension's, Helium's)
+against the portable C built for this machine, bit for bit, on random layers: shapes with channel
+tails, odd and long tap counts (more than a group of 64), strides, padding on every side, both
+roundings, and quantization at the ends of its ranges (any multiplier, shifts -31 .. 30).  The
+host's build runs under the sanitizers."""
+import numpy as np
+import pytest
+
+from uma_qvanilla import layers
+from uma_qvanilla.packing import pack_conv, pack_depthwise
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def _quantization(rng, oc, k):
+    """Per-channel multipliers and shifts: mostly a trained layer's, some at the ends of the ranges."""
+    typical = np.round(np.log2(40 / (74 * 73 * np.sqrt(k) * 0.75)))
+    shift = np.clip(typical + rng.integers(-2, 3, oc), -31, 30)
+    multiplier = rng.integers(1 << 30, INT32_MAX, oc, dtype=np.int64)
+    wild = rng.random(oc) < 0.2
+    shift[wild] = rng.integers(-31, 31, wild.sum())
+    multiplier[wild] = rng.choice([INT32_MIN, INT32_MAX, -(1 << 30), 0, 1, 12345], wild.sum())
+    return multiplier.astype(np.int32), shift.astype(np.int32)
+
+
+def random_layers(seed, count):
+    rng = np.random.default_rng(seed)
+    made = []
+    for i in range(count):
+        depthwise = i % 2 == 1
+        kh, kw = (9, 9) if i % 11 == 5 else (int(rng.integers(1, 6)), int(rng.integers(1, 6)))
+        ic = int(rng.integers(1, 71))
+        oc = ic if depthwise else int(rng.integers(1, 41))
+        h, w, stride = int(rng.integers(1, 13)), int(rng.integers(1, 13)), int(rng.integers(1, 3))
+        shape = layers.Shape(f"random {i}", h, w, ic, oc, kh, kw, stride, depthwise)
+        x = rng.integers(-128, 128, (h, w, ic), dtype=np.int8)
+        input_zp, output_zp = (int(v) for v in rng.integers(-128, 128, 2))
+        bias = rng.integers(INT32_MIN // 4, INT32_MAX // 4, oc, dtype=np.int64).astype(np.int32)
+        if rng.random() < 0.8:
+            bias //= 1 << 16
+        weight_zp = int(rng.integers(-3, 4))
+        if depthwise:
+            packed, folded = pack_depthwise(rng.integers(-128, 128, (kh, kw, ic), dtype=np.int8), weight_zp, input_zp,
+                                            bias)
+        else:
+            packed, folded = pack_conv(rng.integers(-128, 128, (kh, kw, ic, oc), dtype=np.int8), weight_zp, input_zp,
+                                       bias)
+        multiplier, shift = _quantization(rng, oc, kh * kw * (1 if depthwise else ic))
+        lo = int(rng.integers(-128, 0))
+        act = (lo, int(rng.integers(lo, 128)))
+        made.append(layers.Layer(shape, x, packed, np.stack([folded, multiplier, shift]).astype(np.int32), input_zp,
+                                 output_zp, act, int(rng.integers(0, 2))))
+    return made
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    work = tmp_path_factory.mktemp("boards")
+    chosen = random_layers(seed=3407, count=44)
+    # the portable C under AddressSanitizer and UndefinedBehaviorSanitizer: any report stops it
+    sanitized = layers.build(work, cflags=("-O2", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"))
+    return work, chosen, layers.run(sanitized, chosen)
+
+
+@pytest.mark.parametrize("board,variant", [(b, v) for b, vs in layers.BOARD_VARIANTS.items() for v in vs])
+def test_every_variant_on_the_boards_equals_the_portable_c(case, board, variant):
+    work, chosen, host = case
+    assert all(r.status == 0 and r.repeatable for r in host)
+    on_board = layers.run(layers.build(work, board, variant), chosen, board)
+    for layer, expected, got in zip(chosen, host, on_board):
+        assert got.status == 0 and got.repeatable, layer.shape
+        np.testing.assert_array_equal(got.output, expected.output, err_msg=str(layer.shape))
+        assert got.scratch_used <= layer.scratch, layer.shape
+        assert got.instructions > 0
