@@ -36,12 +36,33 @@ static ALWAYS_INLINE void dot2x2(const int16_t* x0, const int16_t* x1, const int
 }
 #endif
 
+#ifdef QVANILLA_MVE
+/* dot2x2 in Helium: eight int16 products summed into each 32-bit sum per VMLADAVA (wrapping as the
+ * plain C's unsigned sums), n a multiple of 8 (KA). */
+static ALWAYS_INLINE void dot2x2_mve(const int16_t* x0, const int16_t* x1, const int16_t* w0, const int16_t* w1,
+                                     size_t n, uint32_t* out0, uint32_t* out1) {
+  int32_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+  for (size_t k = 0; k < n; k += 8) {
+    const int16x8_t u = vld1q_s16(x0 + k), v = vld1q_s16(x1 + k), p = vld1q_s16(w0 + k), q = vld1q_s16(w1 + k);
+    a0 = vmladavaq_s16(a0, u, p);
+    a1 = vmladavaq_s16(a1, u, q);
+    b0 = vmladavaq_s16(b0, v, p);
+    b1 = vmladavaq_s16(b1, v, q);
+  }
+  out0[0] = (uint32_t)a0; out0[4] = (uint32_t)a1;
+  out1[0] = (uint32_t)b0; out1[4] = (uint32_t)b1;
+}
+#endif
+
 /* out0[4*j] = sum_k x0[k] * w[j*ws + k] and out1[4*j] likewise for x1, j < 4, k < 8*k8 (the
  * transposed order of accumulator rows, see pack_row): a reduction per sum, which gcc
  * vectorises with pmaddwd (8 multiply-adds per instruction), then adds up each sum's lanes. */
 static ALWAYS_INLINE void dot2x4(const int16_t* restrict x0, const int16_t* restrict x1, const int16_t* restrict w,
                                  size_t ws, size_t k8, uint32_t* restrict out0, uint32_t* restrict out1) {
-#ifdef QVANILLA_SMLAD
+#if defined(QVANILLA_MVE)
+  dot2x2_mve(x0, x1, w, w + ws, k8 * KA, out0, out1);
+  dot2x2_mve(x0, x1, w + 2 * ws, w + 3 * ws, k8 * KA, out0 + 8, out1 + 8);
+#elif defined(QVANILLA_SMLAD)
   dot2x2(x0, x1, w, w + ws, k8 * KA, out0, out1);
   dot2x2(x0, x1, w + 2 * ws, w + 3 * ws, k8 * KA, out0 + 8, out1 + 8);
 #else

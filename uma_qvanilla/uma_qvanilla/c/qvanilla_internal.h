@@ -54,6 +54,14 @@ typedef char qvanilla_shifts_are_the_kits[QVANILLA_SHIFT_MIN == KIT_REQUANTIZE_S
 #include <arm_acle.h>
 #define QVANILLA_SMLAD 1
 #endif
+/* Helium (MVE, Armv8.1-M: Cortex-M55, M85): 128-bit vectors of integers, eight int16 multiply-adds
+ * summed into a 32-bit register per VMLADAVA (dense dot products), lane-wise products (depthwise)
+ * and the output stage four channels at a time (requant_vectors()).  QVANILLA_NO_MVE: the DSP
+ * variant on such a core. */
+#if defined(__ARM_FEATURE_MVE) && !defined(QVANILLA_PORTABLE) && !defined(QVANILLA_NO_MVE)
+#include <arm_mve.h>
+#define QVANILLA_MVE 1
+#endif
 #endif
 
 #if defined(__GNUC__)

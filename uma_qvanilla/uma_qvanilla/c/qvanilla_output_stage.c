@@ -258,6 +258,66 @@ static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, si
 }
 #endif
 
+#ifdef QVANILLA_MVE
+/* requant_columns in Helium, four lanes of a row at a time (x = sum + bias, n = right - 31):
+ *  - TFLite: h = VQRDMULH(x << left, multiplier) is gemmlowp's SaturatingRoundingDoublingHighMul
+ *    (floor((ab + 2^30) / 2^31), INT32_MAX for INT32_MIN * INT32_MIN), then h / 2^n rounded half
+ *    away from zero: VRSHL by -n (adds 2^(n-1), then shifts; no overflow) of h - 1 where h < 0 and
+ *    n > 0 (VQADD: h > INT32_MIN, so never saturates);
+ *  - upward, n >= 1: floor((ab + 2^(30+n)) / 2^(31+n)) = VRSHL by -n of VQDMULH(x, multiplier) =
+ *    floor(ab / 2^31) (saturated only for INT32_MIN * INT32_MIN, which changes no rounded result);
+ *    a group of lanes with a channel of shift >= 0 (n <= 0) takes finish();
+ * then clamped to the activation less output_zp and output_zp added, as finish().  The lanes of
+ * channels from nb on are not stored. */
+static void requant_vectors(const uint32_t* acc, size_t stride, size_t rows, const qblock* b, size_t nb, int8_t* out,
+                            size_t ostride, int transposed, const qvanilla_conv* p) {
+  const int tflite = p->rounding == QVANILLA_ROUNDING_TFLITE;
+  const int32x4_t lo = vdupq_n_s32(p->act_min - p->output_zp), hi = vdupq_n_s32(p->act_max - p->output_zp);
+  for (size_t g = 0; g < QL / 4; ++g) {
+    int32_t bias[4], multiplier[4], left[4], right[4], fix[4];
+    uint32_t offset[4];
+    int vectors = 1;
+    for (size_t k = 0; k < 4; ++k) {
+      const size_t j = transposed ? 4 * k + g : 4 * g + k; /* lane 4g + k holds channel j (lane()) */
+      const qchan q = b->qc[j < nb ? j : 0];
+      const int n = q.right - 31;
+      vectors = vectors && (tflite || n >= 1);
+      bias[k] = kit_wrapped(q.bias), multiplier[k] = (int32_t)q.multiplier, left[k] = q.left, right[k] = -n;
+      fix[k] = tflite && n > 0 ? -1 : 0;
+      offset[k] = (uint32_t)j;
+    }
+    const uint32x4_t offsets = vld1q_u32(offset);
+    const mve_pred16_t active = vcmphiq_u32(vdupq_n_u32((uint32_t)nb), offsets); /* j < nb */
+    if (!vectors) { /* finish() on these lanes' channels */
+      const int64_t l = p->act_min - p->output_zp, h = p->act_max - p->output_zp;
+      for (size_t k = 0; k < 4; ++k) {
+        const size_t j = transposed ? 4 * k + g : 4 * g + k;
+        for (size_t i = 0; j < nb && i < rows; ++i) {
+          out[i * ostride + j] = finish_any(acc[i * stride + lane(j, transposed)], &b->qc[j], l, h, p);
+        }
+      }
+      continue;
+    }
+    const int32x4_t vb = vld1q_s32(bias), vm = vld1q_s32(multiplier), vl = vld1q_s32(left), vr = vld1q_s32(right);
+    const int32x4_t vf = vld1q_s32(fix);
+    const uint32_t* a = acc + 4 * g;
+    int8_t* o = out;
+    for (size_t i = 0; i < rows; ++i, a += stride, o += ostride) {
+      const int32x4_t x = vaddq_s32(vreinterpretq_s32_u32(vld1q_u32(a)), vb);
+      int32x4_t r;
+      if (tflite) {
+        const int32x4_t h = vqrdmulhq_s32(vshlq_s32(x, vl), vm);
+        r = vrshlq_s32(vqaddq_s32(h, vshrq_n_s32(vandq_s32(h, vf), 31)), vr);
+      } else {
+        r = vrshlq_s32(vqdmulhq_s32(x, vm), vr);
+      }
+      r = vaddq_n_s32(vminq_s32(vmaxq_s32(r, lo), hi), p->output_zp);
+      vstrbq_scatter_offset_p_s32(o, offsets, r, active);
+    }
+  }
+}
+#endif
+
 /* The output stage of `rows` <= TILE rows of accumulators of n channels, row i at acc + i * stride
  * (in blocks of QL: channel j in blocks[j / QL], at j / QL * QL + lane(j % QL)), into
  * out + i * ostride; o: scratch of rows * QL words. */
@@ -266,7 +326,10 @@ void qvanilla_requant_rows(const uint32_t* acc, size_t stride, size_t rows, cons
   const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
   for (size_t j0 = 0; j0 < n; j0 += QL, ++blocks) {
     const size_t nb = n - j0 < QL ? n - j0 : QL;
-#ifdef QVANILLA_MCU
+#if defined(QVANILLA_MVE)
+    requant_vectors(acc + j0, stride, rows, blocks, nb, out + j0, ostride, transposed, p);
+    continue;
+#elif defined(QVANILLA_MCU)
     if (p->rounding == QVANILLA_ROUNDING_TFLITE) {
       requant_columns(acc + j0, stride, rows, blocks, nb, out + j0, ostride, transposed, p, 1);
     } else {
