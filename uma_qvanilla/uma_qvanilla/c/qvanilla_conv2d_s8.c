@@ -37,20 +37,27 @@ static ALWAYS_INLINE void dot2x2(const int16_t* x0, const int16_t* x1, const int
 #endif
 
 #ifdef QVANILLA_MVE
-/* dot2x2 in Helium: eight int16 products summed into each 32-bit sum per VMLADAVA (wrapping as the
- * plain C's unsigned sums), n a multiple of 8 (KA). */
-static ALWAYS_INLINE void dot2x2_mve(const int16_t* x0, const int16_t* x1, const int16_t* w0, const int16_t* w1,
-                                     size_t n, uint32_t* out0, uint32_t* out1) {
-  int32_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+/* dot2x4 in Helium: eight int16 products summed into a 32-bit sum per VMLADAVA (wrapping as the
+ * plain C's unsigned sums), 2 windows x 4 channels, n a multiple of 8 (KA): six loads and eight
+ * VMLADAVA per 64 multiply-adds, every pointer post-incremented. */
+static ALWAYS_INLINE void dot2x4_mve(const int16_t* x0, const int16_t* x1, const int16_t* w, size_t ws, size_t n,
+                                     uint32_t* out0, uint32_t* out1) {
+  const int16_t *w0 = w, *w1 = w + ws, *w2 = w + 2 * ws, *w3 = w + 3 * ws;
+  int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
   for (size_t k = 0; k < n; k += 8) {
-    const int16x8_t u = vld1q_s16(x0 + k), v = vld1q_s16(x1 + k), p = vld1q_s16(w0 + k), q = vld1q_s16(w1 + k);
-    a0 = vmladavaq_s16(a0, u, p);
-    a1 = vmladavaq_s16(a1, u, q);
-    b0 = vmladavaq_s16(b0, v, p);
-    b1 = vmladavaq_s16(b1, v, q);
+    const int16x8_t u = vld1q_s16(x0), v = vld1q_s16(x1);
+    int16x8_t q = vld1q_s16(w0);
+    a0 = vmladavaq_s16(a0, u, q), b0 = vmladavaq_s16(b0, v, q);
+    q = vld1q_s16(w1);
+    a1 = vmladavaq_s16(a1, u, q), b1 = vmladavaq_s16(b1, v, q);
+    q = vld1q_s16(w2);
+    a2 = vmladavaq_s16(a2, u, q), b2 = vmladavaq_s16(b2, v, q);
+    q = vld1q_s16(w3);
+    a3 = vmladavaq_s16(a3, u, q), b3 = vmladavaq_s16(b3, v, q);
+    x0 += 8, x1 += 8, w0 += 8, w1 += 8, w2 += 8, w3 += 8;
   }
-  out0[0] = (uint32_t)a0; out0[4] = (uint32_t)a1;
-  out1[0] = (uint32_t)b0; out1[4] = (uint32_t)b1;
+  out0[0] = (uint32_t)a0; out0[4] = (uint32_t)a1; out0[8] = (uint32_t)a2; out0[12] = (uint32_t)a3;
+  out1[0] = (uint32_t)b0; out1[4] = (uint32_t)b1; out1[8] = (uint32_t)b2; out1[12] = (uint32_t)b3;
 }
 #endif
 
@@ -60,8 +67,7 @@ static ALWAYS_INLINE void dot2x2_mve(const int16_t* x0, const int16_t* x1, const
 static ALWAYS_INLINE void dot2x4(const int16_t* restrict x0, const int16_t* restrict x1, const int16_t* restrict w,
                                  size_t ws, size_t k8, uint32_t* restrict out0, uint32_t* restrict out1) {
 #if defined(QVANILLA_MVE)
-  dot2x2_mve(x0, x1, w, w + ws, k8 * KA, out0, out1);
-  dot2x2_mve(x0, x1, w + 2 * ws, w + 3 * ws, k8 * KA, out0 + 8, out1 + 8);
+  dot2x4_mve(x0, x1, w, ws, k8 * KA, out0, out1);
 #elif defined(QVANILLA_SMLAD)
   dot2x2(x0, x1, w, w + ws, k8 * KA, out0, out1);
   dot2x2(x0, x1, w + 2 * ws, w + 3 * ws, k8 * KA, out0 + 8, out1 + 8);
@@ -120,9 +126,12 @@ NOINLINE static void dot_tile(const int16_t* win, size_t n, size_t kp, const int
 #endif
 }
 
-/* dst[0..n) = src[0..n) widened (blocks of 16 vectorise). */
+/* dst[0..n) = src[0..n) widened (blocks of 16 vectorise; Helium: VLDRB.S16, eight a load). */
 static void widen(int16_t* restrict dst, const int8_t* restrict src, size_t n) {
   size_t i = 0;
+#ifdef QVANILLA_MVE
+  for (; i + 8 <= n; i += 8) vst1q_s16(dst + i, vldrbq_s16(src + i));
+#endif
   for (; i + 16 <= n; i += 16) {
     for (int j = 0; j < 16; ++j) dst[i + j] = src[i + j];
   }
@@ -131,6 +140,9 @@ static void widen(int16_t* restrict dst, const int8_t* restrict src, size_t n) {
 
 static void fill(int16_t* dst, int16_t value, size_t n) {
   size_t i = 0;
+#ifdef QVANILLA_MVE
+  for (const int16x8_t v = vdupq_n_s16(value); i + 8 <= n; i += 8) vst1q_s16(dst + i, v);
+#endif
   for (; i + 16 <= n; i += 16) {
     for (int j = 0; j < 16; ++j) dst[i + j] = value;
   }
