@@ -135,6 +135,31 @@ static void dw_smlad(uint32_t* row, const int8_t* const* in, const uint32_t* pai
 }
 #endif
 
+#ifdef QVANILLA_MVE
+/* row[c] (+)= sum over the taps t < nt of in[t][c] * w[t][c], c < nc (row starts at 0 if first), in
+ * Helium, eight channels at a time: the inputs widened as loaded (VLDRB.S16), the int16 products of
+ * even and odd lanes widened into two vectors of 32-bit sums (VMULLB, VMULLT), which VST2 writes
+ * back interleaved, in channel order.  Loads are predicated past nc; the row is a multiple of 16
+ * words long (CB), so the last stores stay in it. */
+static void dw_mve(uint32_t* row, const int8_t* const* in, const int16_t* const* w, size_t nc, int nt, int first) {
+  for (size_t c = 0; c < nc; c += 8) {
+    const mve_pred16_t active = vctp16q((uint32_t)(nc - c));
+    int32x4x2_t s;
+    if (first) {
+      s.val[0] = s.val[1] = vdupq_n_s32(0);
+    } else {
+      s = vld2q_s32((const int32_t*)row + c);
+    }
+    for (int t = 0; t < nt; ++t) {
+      const int16x8_t x = vldrbq_z_s16(in[t] + c, active), v = vldrhq_z_s16(w[t] + c, active);
+      s.val[0] = vaddq_s32(s.val[0], vmullbq_int_s16(x, v)); /* wraps, as the plain C's unsigned sums */
+      s.val[1] = vaddq_s32(s.val[1], vmulltq_int_s16(x, v));
+    }
+    vst2q_s32((int32_t*)row + c, s);
+  }
+}
+#endif
+
 /* dst[0 .. n) = src[0 .. n), 0 < n < 16, with two fixed-size (possibly overlapping) copies. */
 static void copy_short(int8_t* dst, const int8_t* src, size_t n) {
   if (n >= 8) {
@@ -232,7 +257,7 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qbl
   size_t tail_w_group = (size_t)-1, wr_group = (size_t)-1; /* the tap groups tail_w and wr hold */
   uint32_t* acc = d->acc;
   const uint32_t* pairs = NULL; /* the weights as SMLAD's pairs, if they fit the scratch of the lanes' rows */
-#ifdef QVANILLA_SMLAD
+#if defined(QVANILLA_SMLAD) && !defined(QVANILLA_MVE)
   const size_t P = (taps + 1) / 2;
   if (!paired && P * ((nc + 3) / 4 * 4) <= TILE * QL) { /* rows: unused on microcontrollers (requant_columns) */
     pair_weights(d->rows, w, ws, taps, nc);
@@ -288,7 +313,10 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qbl
           in[nt] = zp_row;
           ++nt;
         }
-#ifdef QVANILLA_SMLAD
+#if defined(QVANILLA_MVE)
+        dw_mve(row, in, wr, nc, nt, t0 == 0);
+        continue;
+#elif defined(QVANILLA_SMLAD)
         if (pairs != NULL) {
           dw_smlad(row, in, pairs + t0 / 2 * 4, P, nc, nt, t0 == 0);
           continue;
