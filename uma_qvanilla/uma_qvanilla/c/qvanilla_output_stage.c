@@ -269,6 +269,30 @@ static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, si
  *    a group of lanes with a channel of shift >= 0 (n <= 0) takes finish();
  * then clamped to the activation less output_zp and output_zp added, as finish().  The lanes of
  * channels from nb on are not stored. */
+enum { UPWARD, TFLITE, TFLITE_ANY }; /* TFLITE: no left shift, every lane's n >= 1 */
+
+/* The rows of one group of four lanes, its parameters in vectors (see requant_vectors()). */
+static ALWAYS_INLINE void vector_rows(const uint32_t* a, size_t stride, size_t rows, int8_t* o, size_t ostride,
+                                      uint32x4_t offsets, mve_pred16_t active, int32x4_t vb, int32x4_t vm,
+                                      int32x4_t vl, int32x4_t vr, int32x4_t vf, int32x4_t lo, int32x4_t hi,
+                                      int32_t zp, int kind) {
+  for (const int8_t* end = o + rows * ostride; o != end; a += stride, o += ostride) {
+    const int32x4_t x = vaddq_s32(vreinterpretq_s32_u32(vld1q_u32(a)), vb);
+    int32x4_t r;
+    if (kind == UPWARD) {
+      r = vrshlq_s32(vqdmulhq_s32(x, vm), vr);
+    } else if (kind == TFLITE) {
+      const int32x4_t h = vqrdmulhq_s32(x, vm);
+      r = vrshlq_s32(vqaddq_s32(h, vshrq_n_s32(h, 31)), vr);
+    } else {
+      const int32x4_t h = vqrdmulhq_s32(vshlq_s32(x, vl), vm);
+      r = vrshlq_s32(vqaddq_s32(h, vshrq_n_s32(vandq_s32(h, vf), 31)), vr);
+    }
+    r = vaddq_n_s32(vminq_s32(vmaxq_s32(r, lo), hi), zp);
+    vstrbq_scatter_offset_p_s32(o, offsets, r, active);
+  }
+}
+
 static void requant_vectors(const uint32_t* acc, size_t stride, size_t rows, const qblock* b, size_t nb, int8_t* out,
                             size_t ostride, int transposed, const qvanilla_conv* p) {
   const int tflite = p->rounding == QVANILLA_ROUNDING_TFLITE;
@@ -300,19 +324,16 @@ static void requant_vectors(const uint32_t* acc, size_t stride, size_t rows, con
     }
     const int32x4_t vb = vld1q_s32(bias), vm = vld1q_s32(multiplier), vl = vld1q_s32(left), vr = vld1q_s32(right);
     const int32x4_t vf = vld1q_s32(fix);
+    const int plain = left[0] == 0 && left[1] == 0 && left[2] == 0 && left[3] == 0 && fix[0] && fix[1] && fix[2] &&
+                      fix[3]; /* shift < 0 on every lane: no left shift, every lane rounds away from zero */
     const uint32_t* a = acc + 4 * g;
-    int8_t* o = out;
-    for (size_t i = 0; i < rows; ++i, a += stride, o += ostride) {
-      const int32x4_t x = vaddq_s32(vreinterpretq_s32_u32(vld1q_u32(a)), vb);
-      int32x4_t r;
-      if (tflite) {
-        const int32x4_t h = vqrdmulhq_s32(vshlq_s32(x, vl), vm);
-        r = vrshlq_s32(vqaddq_s32(h, vshrq_n_s32(vandq_s32(h, vf), 31)), vr);
-      } else {
-        r = vrshlq_s32(vqdmulhq_s32(x, vm), vr);
-      }
-      r = vaddq_n_s32(vminq_s32(vmaxq_s32(r, lo), hi), p->output_zp);
-      vstrbq_scatter_offset_p_s32(o, offsets, r, active);
+    if (!tflite) {
+      vector_rows(a, stride, rows, out, ostride, offsets, active, vb, vm, vl, vr, vf, lo, hi, p->output_zp, UPWARD);
+    } else if (plain) {
+      vector_rows(a, stride, rows, out, ostride, offsets, active, vb, vm, vl, vr, vf, lo, hi, p->output_zp, TFLITE);
+    } else {
+      vector_rows(a, stride, rows, out, ostride, offsets, active, vb, vm, vl, vr, vf, lo, hi, p->output_zp,
+                  TFLITE_ANY);
     }
   }
 }
