@@ -38,7 +38,7 @@ def random_layers(seed, count):
         bias = rng.integers(INT32_MIN // 4, INT32_MAX // 4, oc, dtype=np.int64).astype(np.int32)
         if rng.random() < 0.8:
             bias //= 1 << 16
-        weight_zp = int(rng.integers(-3, 4))
+        weight_zp = 0 if i % 4 < 2 else int(rng.integers(-3, 4))  # 0: int8 weights (Helium's int8 path)
         if depthwise:
             packed, folded = pack_depthwise(rng.integers(-128, 128, (kh, kw, ic), dtype=np.int8), weight_zp, input_zp,
                                             bias)

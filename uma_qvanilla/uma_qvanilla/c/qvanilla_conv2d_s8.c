@@ -204,6 +204,120 @@ static void gather_tile(int16_t* win, size_t kp, size_t n, const int8_t* input, 
   }
 }
 
+#ifdef QVANILLA_MVE
+/* Helium's int8 path of conv_tiles(), for packed weights all in [-128, 127] (a symmetric
+ * quantization's are): windows of int8 (the raw input, input_zp where the window leaves the
+ * image, zeros from K on to K16, K rounded up to 16), four channels' weights narrowed to int8 for
+ * each tile and interleaved in blocks of 16 (one pointer, immediate offsets), and sixteen int8
+ * multiply-adds per VMLADAVA: 2 windows x 4 channels, six loads and eight VMLADAVA per 128
+ * multiply-adds, against 64 with int16. */
+enum { K16 = 16 };
+
+/* Whether the n int16 at w (n a multiple of 8) are all in [-128, 127]. */
+static int fit_int8(const int16_t* w, size_t n) {
+  int16x8_t lo = vdupq_n_s16(0), hi = lo;
+  for (size_t i = 0; i < n; i += 8) {
+    const int16x8_t v = vld1q_s16(w + i);
+    lo = vminq_s16(lo, v);
+    hi = vmaxq_s16(hi, v);
+  }
+  return vminvq_s16(INT16_MAX, lo) >= -128 && vmaxvq_s16(INT16_MIN, hi) <= 127;
+}
+
+static void copy_bytes(int8_t* dst, const int8_t* src, size_t n) { /* predicated: nothing read past n */
+  for (size_t i = 0; i < n; i += 16) {
+    const mve_pred16_t active = vctp8q((uint32_t)(n - i));
+    vstrbq_p_s8(dst + i, vldrbq_z_s8(src + i, active), active);
+  }
+}
+
+static void set_bytes(int8_t* dst, int8_t value, size_t n) {
+  const int8x16_t v = vdupq_n_s8(value);
+  for (size_t i = 0; i < n; i += 16) vstrbq_p_s8(dst + i, v, vctp8q((uint32_t)(n - i)));
+}
+
+/* gather() in int8, rows of k16 bytes. */
+static void gather8(int8_t* dst, size_t k16, const int8_t* input, const qvanilla_conv* p, int32_t y, int32_t x) {
+  const size_t ic = (size_t)p->ic, row = (size_t)p->kw * ic;
+  const int64_t x0 = (int64_t)x * p->stride_w - p->pad_left;
+  const int32_t a = first_column(x0, 0, p->kw), b = first_column(x0, p->iw, p->kw); /* [a, b) inside */
+  for (int32_t ky = 0; ky < p->kh; ++ky) {
+    const int32_t iy = y * p->stride_h - p->pad_top + ky;
+    int8_t* r = dst + (size_t)ky * row;
+    if (iy < 0 || iy >= p->ih || a >= b) {
+      set_bytes(r, (int8_t)p->input_zp, row);
+      continue;
+    }
+    set_bytes(r, (int8_t)p->input_zp, (size_t)a * ic);
+    copy_bytes(r + (size_t)a * ic, input + ((size_t)iy * p->iw + (size_t)(x0 + a)) * ic, (size_t)(b - a) * ic);
+    set_bytes(r + (size_t)b * ic, (int8_t)p->input_zp, (size_t)(p->kw - b) * ic);
+  }
+  set_bytes(dst + (size_t)p->kh * row, 0, k16 - (size_t)p->kh * row);
+}
+
+/* gather_tile() in int8 (runs of a 1x1 kernel copied whole when ic is a multiple of 16). */
+static void gather_tile8(int8_t* win, size_t k16, size_t n, const int8_t* input, const qvanilla_conv* p, int32_t* y,
+                         int32_t* x) {
+  const int runs = p->kh == 1 && p->kw == 1 && p->stride_w == 1 && k16 == (size_t)p->ic;
+  for (size_t i = 0; i < n;) {
+    size_t run = 1;
+    const int64_t iy = (int64_t)*y * p->stride_h - p->pad_top, ix = (int64_t)*x - p->pad_left;
+    if (runs) run = (size_t)(p->ow - *x) < n - i ? (size_t)(p->ow - *x) : n - i;
+    if (runs && iy >= 0 && iy < p->ih && ix >= 0 && ix + (int64_t)run <= p->iw) {
+      copy_bytes(win + i * k16, input + ((size_t)iy * p->iw + (size_t)ix) * k16, run * k16);
+    } else {
+      run = 1;
+      gather8(win + i * k16, k16, input, p, *y, *x);
+    }
+    i += run;
+    *x += (int32_t)run;
+    if (*x == p->ow) {
+      *x = 0;
+      ++*y;
+    }
+  }
+}
+
+/* wq[(k / 16) * 64 + j * 16 + k % 16] = w[j * kp + k] (k < kp; 0 up to k16), j < 4: four rows of
+ * packed weights (kp a multiple of 8) narrowed to int8 by VSTRB's truncating store. */
+static void narrow4(int8_t* wq, const int16_t* w, size_t kp, size_t k16) {
+  for (size_t j = 0; j < OB; ++j) {
+    for (size_t k = 0; k < k16; k += 8) {
+      vstrbq_s16(wq + k / 16 * 64 + j * 16 + k % 16, k < kp ? vld1q_s16(w + j * kp + k) : vdupq_n_s16(0));
+    }
+  }
+}
+
+static ALWAYS_INLINE void dot2x4_s8(const int8_t* x0, const int8_t* x1, const int8_t* w, size_t k16, uint32_t* out0,
+                                    uint32_t* out1) {
+  int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+  for (size_t k = 0; k < k16; k += K16) {
+    const int8x16_t u = vld1q_s8(x0), v = vld1q_s8(x1);
+    int8x16_t q = vld1q_s8(w);
+    a0 = vmladavaq_s8(a0, u, q), b0 = vmladavaq_s8(b0, v, q);
+    q = vld1q_s8(w + 16);
+    a1 = vmladavaq_s8(a1, u, q), b1 = vmladavaq_s8(b1, v, q);
+    q = vld1q_s8(w + 32);
+    a2 = vmladavaq_s8(a2, u, q), b2 = vmladavaq_s8(b2, v, q);
+    q = vld1q_s8(w + 48);
+    a3 = vmladavaq_s8(a3, u, q), b3 = vmladavaq_s8(b3, v, q);
+    x0 += 16, x1 += 16, w += 64;
+  }
+  out0[0] = (uint32_t)a0; out0[4] = (uint32_t)a1; out0[8] = (uint32_t)a2; out0[12] = (uint32_t)a3;
+  out1[0] = (uint32_t)b0; out1[4] = (uint32_t)b1; out1[8] = (uint32_t)b2; out1[12] = (uint32_t)b3;
+}
+
+/* dot_pairs() in int8. */
+NOINLINE static void dot_tile8(const int8_t* win, size_t n, size_t k16, const int8_t* wq, uint32_t* a, size_t stride,
+                               uint32_t* spare) {
+  for (size_t i = 0; i < n; i += 2) {
+    const int pair = i + 1 < n;
+    dot2x4_s8(win + i * k16, win + (pair ? i + 1 : i) * k16, wq, k16, a + i * stride,
+              pair ? a + (i + 1) * stride : spare);
+  }
+}
+#endif
+
 /* The scratch of conv_tiles(), in order (p->kh * p->kw * p->ic <= KMAX); base NULL: only the size. */
 typedef struct {
   int16_t* win;   /* tile windows of kp int16 */
@@ -259,6 +373,12 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
   const size_t oc = (size_t)p->oc, K = (size_t)p->kh * p->kw * p->ic, kp = (K + KA - 1) / KA * KA;
   const size_t pixels = (size_t)p->oh * p->ow;
   const size_t tile = WIN / kp < TILE ? WIN / kp : TILE; /* >= 2 */
+#ifdef QVANILLA_MVE /* the int8 path: its windows fit win, its weights rows (unused by the Helium output stage) */
+  const size_t k16 = (K + K16 - 1) / K16 * K16;
+  const int int8 = packed != NULL && OB * k16 <= tile * QL * sizeof(uint32_t) &&
+                   fit_int8(packed, (oc + OB - 1) / OB * OB * kp);
+  int8_t* wq = (int8_t*)t.rows;
+#endif
   for (size_t c0 = 0; c0 < oc; c0 += QCH) {
     const size_t nc = oc - c0 < QCH ? oc - c0 : QCH, stride = (nc + QL - 1) / QL * QL;
     for (size_t j = (nc + OB - 1) / OB * OB; j < stride; ++j) { /* lanes no dot2x4 writes */
@@ -267,31 +387,42 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
     int32_t y = 0, x = 0; /* the next pixel to gather */
     for (size_t first = 0; first < pixels; first += tile) {
       const size_t n = pixels - first < tile ? pixels - first : tile;
-      gather_tile(win, kp, n, input, p, &y, &x);
-      for (size_t o0 = c0; o0 < c0 + nc; o0 += OB) {
-        if (packed == NULL) { /* rows o0 .. o0+3, zero beyond oc and K */
-          const size_t no = oc - o0 < OB ? oc - o0 : OB;
-          uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* the rows' sums, in registers */
-          for (size_t k = 0; k < K; ++k) {
-            const int8_t* r = raw + k * oc + o0;
-            const int16_t v0 = (int16_t)(r[0] - p->weight_zp), v1 = no > 1 ? (int16_t)(r[1] - p->weight_zp) : 0;
-            const int16_t v2 = no > 2 ? (int16_t)(r[2] - p->weight_zp) : 0, v3 = no > 3 ? (int16_t)(r[3] - p->weight_zp) : 0;
-            quad[k] = v0;
-            quad[kp + k] = v1;
-            quad[2 * kp + k] = v2;
-            quad[3 * kp + k] = v3;
-            s0 += (uint32_t)v0;
-            s1 += (uint32_t)v1;
-            s2 += (uint32_t)v2;
-            s3 += (uint32_t)v3;
-          }
-          const uint32_t sum[OB] = {s0, s1, s2, s3};
-          for (size_t j = 0; j < no; ++j) sums[o0 - c0 + j] = sum[j]; /* used on the first tile */
-          for (size_t j = 0; j < OB; ++j) fill(quad + j * kp + K, 0, kp - K); /* rows beyond oc: zeros above */
+#ifdef QVANILLA_MVE
+      if (int8) {
+        gather_tile8((int8_t*)win, k16, n, input, p, &y, &x);
+        for (size_t o0 = c0; o0 < c0 + nc; o0 += OB) {
+          narrow4(wq, packed + o0 * kp, kp, k16);
+          dot_tile8((int8_t*)win, n, k16, wq, acc + (o0 - c0) / QL * QL + lane((o0 - c0) % QL, 1), stride, spare);
         }
-        const int16_t* w = packed != NULL ? packed + o0 * kp : quad;
-        /* channels o0 + j at a[4*j] */
-        dot_tile(win, n, kp, w, acc + (o0 - c0) / QL * QL + lane((o0 - c0) % QL, 1), stride, spare);
+      } else
+#endif
+      {
+        gather_tile(win, kp, n, input, p, &y, &x);
+        for (size_t o0 = c0; o0 < c0 + nc; o0 += OB) {
+          if (packed == NULL) { /* rows o0 .. o0+3, zero beyond oc and K */
+            const size_t no = oc - o0 < OB ? oc - o0 : OB;
+            uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* the rows' sums, in registers */
+            for (size_t k = 0; k < K; ++k) {
+              const int8_t* r = raw + k * oc + o0;
+              const int16_t v0 = (int16_t)(r[0] - p->weight_zp), v1 = no > 1 ? (int16_t)(r[1] - p->weight_zp) : 0;
+              const int16_t v2 = no > 2 ? (int16_t)(r[2] - p->weight_zp) : 0, v3 = no > 3 ? (int16_t)(r[3] - p->weight_zp) : 0;
+              quad[k] = v0;
+              quad[kp + k] = v1;
+              quad[2 * kp + k] = v2;
+              quad[3 * kp + k] = v3;
+              s0 += (uint32_t)v0;
+              s1 += (uint32_t)v1;
+              s2 += (uint32_t)v2;
+              s3 += (uint32_t)v3;
+            }
+            const uint32_t sum[OB] = {s0, s1, s2, s3};
+            for (size_t j = 0; j < no; ++j) sums[o0 - c0 + j] = sum[j]; /* used on the first tile */
+            for (size_t j = 0; j < OB; ++j) fill(quad + j * kp + K, 0, kp - K); /* rows beyond oc: zeros above */
+          }
+          const int16_t* w = packed != NULL ? packed + o0 * kp : quad;
+          /* channels o0 + j at a[4*j] */
+          dot_tile(win, n, kp, w, acc + (o0 - c0) / QL * QL + lane((o0 - c0) % QL, 1), stride, spare);
+        }
       }
       if (first == 0) { /* the output stages: biases, with bias - input_zp * sum (w - weight_zp) if plain */
         for (size_t j = 0; j < nc; ++j) {
