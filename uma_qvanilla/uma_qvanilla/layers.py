@@ -30,8 +30,8 @@ BOARD_VARIANTS = {"mps2-an386": ("portable", "dsp"), "mps3-an547": ("portable", 
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-    """A layer: NHWC input h x w x ic, a kh x kw filter, oc outputs (= ic if depthwise), "same"
-    padding (TFLite's: the extra row and column at the bottom and right)."""
+    """A layer: NHWC input h x w x ic, a kh x kw filter, oc outputs (= ic if depthwise), TFLite's
+    SAME padding (the extra row and column at the bottom and right) or VALID."""
     name: str
     h: int
     w: int
@@ -41,13 +41,19 @@ class Shape:
     kw: int
     stride: int = 1
     depthwise: bool = False
+    same: bool = True  # TFLite's SAME padding, else VALID
 
     @property
     def out_hw(self):
+        if not self.same:
+            return (self.h - self.kh) // self.stride + 1, (self.w - self.kw) // self.stride + 1
         return -(-self.h // self.stride), -(-self.w // self.stride)
 
     @property
     def pads(self):
+        """(top, left); the rest of SAME's padding is at the bottom and right."""
+        if not self.same:
+            return 0, 0
         (oh, ow) = self.out_hw
         return (max((oh - 1) * self.stride + self.kh - self.h, 0) // 2,
                 max((ow - 1) * self.stride + self.kw - self.w, 0) // 2)
