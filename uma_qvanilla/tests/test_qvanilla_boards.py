@@ -12,13 +12,15 @@ from uma_qvanilla.packing import pack_conv, pack_depthwise
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
-def _quantization(rng, oc, k):
-    """Per-channel multipliers and shifts: mostly a trained layer's, some at the ends of the ranges."""
-    typical = np.round(np.log2(40 / (74 * 73 * np.sqrt(k) * 0.75)))
+def _quantization(rng, oc, k, quiet):
+    """Per-channel multipliers and shifts: mostly a trained layer's (or shifts around 0 for a quiet
+    layer's small sums), some at the ends of the ranges."""
+    typical = np.round(np.log2(40 / (74 * 73 * np.sqrt(k) * 0.75))) if not quiet else -2
     shift = np.clip(typical + rng.integers(-2, 3, oc), -31, 30)
     multiplier = rng.integers(1 << 30, INT32_MAX, oc, dtype=np.int64)
     wild = rng.random(oc) < 0.2
-    shift[wild] = rng.integers(-31, 31, wild.sum())
+    # any shift, the ends of each output stage's fast ranges more often than not
+    shift[wild] = rng.choice([*range(-31, 31), -1, 0, 1, -2, -22, -23, -24, -31, 30], wild.sum())
     multiplier[wild] = rng.choice([INT32_MIN, INT32_MAX, -(1 << 30), 0, 1, 12345], wild.sum())
     return multiplier.astype(np.int32), shift.astype(np.int32)
 
@@ -33,19 +35,20 @@ def random_layers(seed, count):
         oc = ic if depthwise else int(rng.integers(1, 41))
         h, w, stride = int(rng.integers(1, 13)), int(rng.integers(1, 13)), int(rng.integers(1, 3))
         shape = layers.Shape(f"random {i}", h, w, ic, oc, kh, kw, stride, depthwise)
-        x = rng.integers(-128, 128, (h, w, ic), dtype=np.int8)
-        input_zp, output_zp = (int(v) for v in rng.integers(-128, 128, 2))
+        quiet = i % 3 == 2  # small sums: outputs near the shifts' rounding points, few clamped
+        span = 4 if quiet else 128
+        x = rng.integers(-span, span, (h, w, ic), dtype=np.int8)
+        input_zp, output_zp = (int(v) for v in rng.integers(-span, span, 2))
         bias = rng.integers(INT32_MIN // 4, INT32_MAX // 4, oc, dtype=np.int64).astype(np.int32)
-        if rng.random() < 0.8:
+        if quiet:
+            bias = rng.integers(-40, 41, oc).astype(np.int32)
+        elif rng.random() < 0.8:
             bias //= 1 << 16
         weight_zp = 0 if i % 4 < 2 else int(rng.integers(-3, 4))  # 0: int8 weights (Helium's int8 path)
-        if depthwise:
-            packed, folded = pack_depthwise(rng.integers(-128, 128, (kh, kw, ic), dtype=np.int8), weight_zp, input_zp,
-                                            bias)
-        else:
-            packed, folded = pack_conv(rng.integers(-128, 128, (kh, kw, ic, oc), dtype=np.int8), weight_zp, input_zp,
-                                       bias)
-        multiplier, shift = _quantization(rng, oc, kh * kw * (1 if depthwise else ic))
+        weights = rng.integers(-3 if quiet else -128, 3 if quiet else 128, (kh, kw, ic) if depthwise else (kh, kw, ic, oc),
+                               dtype=np.int8)
+        packed, folded = (pack_depthwise if depthwise else pack_conv)(weights, weight_zp, input_zp, bias)
+        multiplier, shift = _quantization(rng, oc, kh * kw * (1 if depthwise else ic), quiet)
         lo = int(rng.integers(-128, 0))
         act = (lo, int(rng.integers(lo, 128)))
         made.append(layers.Layer(shape, x, packed, np.stack([folded, multiplier, shift]).astype(np.int32), input_zp,

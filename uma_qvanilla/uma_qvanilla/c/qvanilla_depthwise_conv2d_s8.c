@@ -74,11 +74,12 @@ static ALWAYS_INLINE int32_t high_halves(int32_t x, int32_t y) { /* x's high hal
  * pairs[(q * P + p) * 4 + j] = w[2p][c] (low half), w[2p+1][c] (high half; 0 past the last tap),
  * w rows of ws int16, c < nc. */
 static void pair_weights(uint32_t* pairs, const int16_t* w, size_t ws, size_t taps, size_t nc) {
-  const size_t P = (taps + 1) / 2;
-  for (size_t c = 0; c < nc; ++c) {
-    for (size_t t = 0; t < taps; t += 2) {
-      const uint32_t high = t + 1 < taps ? (uint16_t)w[(t + 1) * ws + c] : 0u;
-      pairs[(c / 4 * P + t / 2) * 4 + c % 4] = (uint16_t)w[t * ws + c] | high << 16;
+  for (size_t c0 = 0; c0 < nc; c0 += 4) {
+    const size_t n = nc - c0 < 4 ? nc - c0 : 4;
+    for (size_t t = 0; t < taps; t += 2, pairs += 4) {
+      const int16_t* a = w + t * ws + c0;
+      const int16_t* b = t + 1 < taps ? a + ws : NULL; /* no pointer past the last tap's row */
+      for (size_t j = 0; j < n; ++j) pairs[j] = (uint16_t)a[j] | (b != NULL ? (uint32_t)(uint16_t)b[j] << 16 : 0u);
     }
   }
 }
@@ -268,11 +269,16 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qbl
     zp_row[c] = (int8_t)p->input_zp;
     zero_w[c] = 0;
   }
-  for (int t = 0; t <= DW_TAPS; ++t) {
+#ifdef QVANILLA_MVE
+  const int tails = 0; /* dw_mve takes every channel */
+#else
+  const int tails = rest != 0 && pairs == NULL; /* the last nc % CB channels through copies (dw_taps, dw_pairs) */
+#endif
+  for (int t = 0; tails && t <= DW_TAPS; ++t) {
     tail_in[t] = tail_x + (size_t)t * CB;
     tail_wr[t] = tail_w + (size_t)t * CB;
   }
-  for (size_t i = 0; i < (DW_TAPS + 1) * CB; ++i) {
+  for (size_t i = 0; tails && i < (DW_TAPS + 1) * CB; ++i) {
     tail_x[i] = 0;
     tail_w[i] = 0;
   }
@@ -346,6 +352,34 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qbl
   }
 }
 
+/* Whether dw_pairs may take the weights w (taps rows of ws int16, nc channels): all in [-128, 127].
+ * Never with the DSP extension or Helium (dw_smlad, dw_mve take any int16 weights). */
+static int pairable(const int16_t* w, size_t ws, size_t taps, size_t nc) {
+#ifdef QVANILLA_SMLAD
+  (void)w, (void)ws, (void)taps, (void)nc;
+  return 0;
+#else
+  int16_t lo[CB] = {0}, hi[CB] = {0};
+  for (size_t t = 0; t < taps; ++t) {
+    const int16_t* r = w + t * ws;
+    size_t c = 0;
+    for (; c + CB <= nc; c += CB) { /* blocks of 16 vectorise (pminsw, pmaxsw) */
+      for (int j = 0; j < CB; ++j) {
+        lo[j] = r[c + j] < lo[j] ? r[c + j] : lo[j];
+        hi[j] = r[c + j] > hi[j] ? r[c + j] : hi[j];
+      }
+    }
+    for (; c < nc; ++c) {
+      lo[0] = r[c] < lo[0] ? r[c] : lo[0];
+      hi[0] = r[c] > hi[0] ? r[c] : hi[0];
+    }
+  }
+  int paired = 1;
+  for (int j = 0; j < CB; ++j) paired = paired && lo[j] >= -128 && hi[j] <= 127;
+  return paired;
+#endif
+}
+
 /* packed: [tap][channel] int16 with folded biases; else raw [tap][channel] int8 and weight_zp. */
 static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* raw, const qvanilla_channels* q,
                       int8_t* output, const qvanilla_conv* p, void* scratch) {
@@ -372,26 +406,7 @@ static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* 
     if (packed != NULL || taps * nc <= DW_WBUF) {
       const int16_t* w = packed != NULL ? packed + c0 : wbuf;
       const size_t ws = packed != NULL ? channels : nc;
-      int16_t lo[CB] = {0}, hi[CB] = {0}; /* the weights' range: in [-128, 127], dw_pairs */
-      for (size_t t = 0; t < taps; ++t) {
-        const int16_t* r = w + t * ws;
-        size_t c = 0;
-        for (; c + CB <= nc; c += CB) { /* blocks of 16 vectorise (pminsw, pmaxsw) */
-          for (int j = 0; j < CB; ++j) {
-            lo[j] = r[c + j] < lo[j] ? r[c + j] : lo[j];
-            hi[j] = r[c + j] > hi[j] ? r[c + j] : hi[j];
-          }
-        }
-        for (; c < nc; ++c) {
-          lo[0] = r[c] < lo[0] ? r[c] : lo[0];
-          hi[0] = r[c] > hi[0] ? r[c] : hi[0];
-        }
-      }
-      int paired = 1;
-      for (int j = 0; j < CB; ++j) paired = paired && lo[j] >= -128 && hi[j] <= 127;
-#ifdef QVANILLA_SMLAD
-      paired = 0; /* dw_smlad instead */
-#endif
+      const int paired = pairable(w, ws, taps, nc);
       if (paired) { /* dw_pairs' excess: 32767 per pair of taps of each group of DW_TAPS */
         const size_t groups = taps / DW_TAPS, last = taps % DW_TAPS;
         const uint32_t excess = 32767u * (uint32_t)(groups * (DW_TAPS / 2) + (last + 1) / 2);

@@ -213,15 +213,17 @@ static ALWAYS_INLINE void pack_row(const uint32_t* restrict o, int8_t* restrict 
 static int32_t floor_shift32(int32_t x, int n) { return x < 0 ? ~(~x >> n) : x >> n; }
 
 /* out[i * ostride + j] = finish_any(acc[i * stride + lane(j)]) for the nb channels of block b and
- * i < rows, a channel at a time so that its parameters stay in registers.  For shift < 0 (as
- * usual: right >= 32, left = 0), in 32-bit words (x = sum + bias, ab = x * multiplier, n = -shift):
- *  - upward: floor((ab + 2^(30 + n)) / 2^(31 + n)) = floor((floor(ab / 2^32) + 2^(n-1)) / 2^n)
- *    (the added term is a multiple of 2^32 for n >= 1), floor(ab / 2^32) the product's high word;
- *    |high| <= 2^30, so high + 2^(n-1) fits;
- *  - TFLite: h = floor((ab + 2^30) / 2^31) (the high multiply, see finish_tflite; one SMLAL), then
- *    h / 2^n rounded half away from zero: floor(h / 2^n) + [(h mod 2^n) + 2^(n-1) - [h < 0] >= 2^n],
- *    no sum beyond 2^(n+1).  h leaves int32 only for x = multiplier = INT32_MIN (gemmlowp
- *    saturates it): a channel of that multiplier takes finish_tflite(). */
+ * i < rows, a channel at a time so that its parameters stay in registers.  For the usual shifts,
+ * in 32-bit words (x = sum + bias, ab = x * multiplier, and the output zero point added before the
+ * last shift, where it cannot overflow):
+ *  - upward, right = 31 - shift in [33, 54] (n = right - 32 in [1, 22]):
+ *    floor((ab + 2^(right-1)) / 2^right) = floor((floor(ab / 2^32) + 2^(n-1)) / 2^n) (the added
+ *    term is a multiple of 2^32), floor(ab / 2^32) the product's high word (|high| <= 2^30);
+ *  - TFLite, right = 31 - shift in [33, 54] (n = right - 31 in [2, 23]): finish_tflite()'s
+ *    floor((ab + 2^30 + 2^(30+n) - [ab < -2^30] * 2^31) / 2^(31+n)): with u = ab + 2^30 (one
+ *    SMLAL), less 2^31 if u < 0 (its high word's sign), then 2^(n-2) added to the high word, whose
+ *    floor(/ 2^(n-1)) it is;
+ * other shifts take finish() (finish_tflite()). */
 static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, size_t rows, const qblock* b, size_t nb,
                                           int8_t* out, size_t ostride, int transposed, const qvanilla_conv* p,
                                           int tflite) {
@@ -231,25 +233,25 @@ static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, si
     const uint32_t* a = acc + lane(j, transposed);
     int8_t* o = out + j;
     const int32_t multiplier = (int32_t)q.multiplier; /* an int32 of the table */
-    if (q.right < 32 || (tflite && multiplier == INT32_MIN)) {
+    if (q.right < 33 || q.right > 54) {
       for (size_t i = 0; i < rows; ++i) {
         o[i * ostride] = tflite ? finish_tflite(a[i * stride], &q, lo - zp, hi - zp, zp)
                                 : finish(a[i * stride], &q, lo - zp, hi - zp, zp);
       }
       continue;
     }
-    const int n = q.right - (tflite ? 31 : 32); /* >= 1 */
-    const uint32_t mask = ((uint32_t)1 << n) - 1, half = (uint32_t)1 << (n - 1);
+    const int n = q.right - (tflite ? 31 : 32); /* the last shift, +1 for TFLite's */
+    const int32_t bias = kit_wrapped(q.bias), up = (int32_t)1 << (tflite ? n - 2 : n - 1);
+    const int32_t add = up + zp * ((int32_t)1 << (tflite ? n - 1 : n)); /* |add| <= 2^29 + 2^21 */
+    const int shift = tflite ? n - 1 : n;
     for (const int8_t* end = o + rows * ostride; o != end; o += ostride, a += stride) {
-      const int64_t ab = (int64_t)kit_wrapped(*a + q.bias) * multiplier;
-      int32_t r;
+      const int64_t ab = (int64_t)kit_wrapped(*a + (uint32_t)bias) * multiplier;
+      int64_t t = ab;
       if (tflite) {
-        const int32_t h = kit_wrapped((uint32_t)((uint64_t)(ab + ((int64_t)1 << 30)) >> 31));
-        r = floor_shift32(h, n) + (int32_t)((((uint32_t)h & mask) + half - ((uint32_t)h >> 31)) >> n);
-      } else {
-        r = floor_shift32(kit_wrapped((uint32_t)((uint64_t)ab >> 32)) + (int32_t)half, n);
+        t = ab + ((int64_t)1 << 30);
+        t -= t < 0 ? (int64_t)1 << 31 : 0;
       }
-      r += zp;
+      int32_t r = floor_shift32(kit_wrapped((uint32_t)((uint64_t)t >> 32)) + add, shift);
       r = r < lo ? lo : r;
       r = r > hi ? hi : r;
       *(int8_t*)o = (int8_t)r;
