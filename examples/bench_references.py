@@ -3,8 +3,9 @@
 Every runner times one thread on one fixed input: ``seconds_per_run(repeat)`` runs the model
 ``repeat`` times back to back (no I/O inside the loop) and returns the mean time of one run.
 
-* TFLite's interpreter (tflite-runtime), ``num_threads=1``, with its default delegate (XNNPACK)
-  or with builtin kernels only (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``);
+* TFLite's interpreter, its current runtime (ai-edge-litert), ``num_threads=1``, with its default
+  delegate (XNNPACK) or with builtin kernels only (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``); its
+  reference kernels (``BUILTIN_REF``) from tflite-runtime 2.14, as the tests take them;
 * ONNX Runtime, ``CPUExecutionProvider``, one intra-op and one inter-op thread, sequential.
 """
 import contextlib
@@ -62,11 +63,19 @@ def _missing(package: str, pip_name: str) -> ReferenceError:
     return ReferenceError(f"the reference runtime {package} is not installed (pip install {pip_name})")
 
 
-def tflite(model: Path, inputs: Mapping[str, np.ndarray], xnnpack: bool, reference_kernels: bool = False) -> Runner:
+def _interpreter(reference_kernels: bool):
+    """TFLite's interpreter module: its current runtime, ai-edge-litert, for timing; tflite-runtime 2.14
+    for the reference kernels (the rounding the tests' ``--tflite-exact`` figures were checked against)."""
+    module, pip_name = ("tflite_runtime", "tflite-runtime") if reference_kernels else ("ai_edge_litert", "ai-edge-litert")
     try:
-        from tflite_runtime.interpreter import Interpreter, OpResolverType
+        return __import__(f"{module}.interpreter", fromlist=["Interpreter"])
     except ImportError:
-        raise _missing("tflite_runtime", "tflite-runtime") from None
+        raise _missing(module, pip_name) from None
+
+
+def tflite(model: Path, inputs: Mapping[str, np.ndarray], xnnpack: bool, reference_kernels: bool = False) -> Runner:
+    runtime = _interpreter(reference_kernels)
+    Interpreter, OpResolverType = runtime.Interpreter, runtime.OpResolverType
     resolver = (OpResolverType.AUTO if xnnpack else OpResolverType.BUILTIN_REF if reference_kernels
                 else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     try:
@@ -115,19 +124,19 @@ def onnxruntime(model: Path, inputs: Mapping[str, np.ndarray]) -> Runner:
 def references(model: Path, inputs: Mapping[str, np.ndarray]) -> Dict[str, Runner]:
     """The runtimes a user would pick for this model file, by column label."""
     if model.suffix == ".tflite":
-        return {"TFLite XNNPACK": tflite(model, inputs, True), "TFLite builtin": tflite(model, inputs, False)}
+        return {"LiteRT XNNPACK": tflite(model, inputs, True), "LiteRT builtin": tflite(model, inputs, False)}
     if model.suffix == ".onnx":
         return {"ONNX Runtime": onnxruntime(model, inputs)}
     raise ReferenceError(f"no reference runtime for {model.name}")
 
 
 def reference_labels(model: Path) -> List[str]:
-    return {".tflite": ["TFLite XNNPACK", "TFLite builtin"], ".onnx": ["ONNX Runtime"]}.get(model.suffix, [])
+    return {".tflite": ["LiteRT XNNPACK", "LiteRT builtin"], ".onnx": ["ONNX Runtime"]}.get(model.suffix, [])
 
 
 def require(model: Path) -> None:
     """Fail early, in one line, when a reference runtime this model needs is not installed."""
-    for module, pip_name in {".tflite": [("tflite_runtime.interpreter", "tflite-runtime")],
+    for module, pip_name in {".tflite": [("ai_edge_litert.interpreter", "ai-edge-litert")],
                              ".onnx": [("onnxruntime", "onnxruntime")]}.get(model.suffix, []):
         try:
             __import__(module)
@@ -137,7 +146,7 @@ def require(model: Path) -> None:
 
 def versions() -> str:
     found = []
-    for module, label in (("tflite_runtime", "tflite-runtime"), ("onnxruntime", "onnxruntime")):
+    for module, label in (("ai_edge_litert", "ai-edge-litert"), ("onnxruntime", "onnxruntime")):
         try:
             found.append(f"{label} {__import__(module).__version__}")
         except ImportError:

@@ -45,7 +45,6 @@ import bench_references as refs  # noqa: E402
 from tvm_extension.testing.model_zoo import ModelFetchError, fetch  # noqa: E402
 from tvm_extension.mlf import HostBuildError, build  # noqa: E402
 
-EXT = Path(__file__).resolve().parent / "ext"
 TVMC = Path(sys.executable).parent / "tvmc"
 EMBEDDED = ["--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api", "1",
             "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
@@ -61,9 +60,9 @@ INT8_MODELS = {
     "kws_on_off_int8": {"serving_default_input_1:0": (1, 98, 1, 104)},
 }
 MODELS = {**FLOAT_MODELS, **INT8_MODELS}
-BUILDS = {
-    "vanilla": ["--target", "vanilla_accelerator", "--experimental-tvm-extension", str(EXT)],
-    "qvanilla": ["--target", "qvanilla", "--experimental-tvm-extension", str(EXT)],
+BUILDS = {  # the example backends are installed (scripts/env.sh): tvmc finds them without an extension flag
+    "vanilla": ["--target", "vanilla_accelerator"],
+    "qvanilla": ["--target", "qvanilla"],
     "plain": ["--target", "c"],
 }
 BUILDS.update({f"{kind} exact": BUILDS[kind] + ["--tflite-exact"] for kind in ("plain", "qvanilla")})
@@ -76,8 +75,7 @@ BASE_CFLAGS = ["-O2"]  # gcc flags of every host build, before --cflags
 @functools.lru_cache(maxsize=None)
 def cflags_options() -> frozenset:
     """The ``--target-NAME-cflags`` options tvmc accepts with the extensions loaded."""
-    done = subprocess.run([str(TVMC), "compile", "--experimental-tvm-extension", str(EXT), "--help"],
-                          capture_output=True, text=True)
+    done = subprocess.run([str(TVMC), "compile", "--help"], capture_output=True, text=True)
     return frozenset(re.findall(r"--target-\w+-cflags", done.stdout))
 
 
@@ -215,7 +213,7 @@ def flags_line(ext, cflags, flags):
 
 def print_table(kind, names, compile_repeat, runs, work, cflags):
     ext, _ = KINDS[kind]
-    others = [PLAIN] + [label for label in ("TFLite XNNPACK", "TFLite builtin", "ONNX Runtime")
+    others = [PLAIN] + [label for label in ("LiteRT XNNPACK", "LiteRT builtin", "ONNX Runtime")
                         if any(label in refs.reference_labels(model_path(n)) for n in names)]
     header = ["model", "MMAC", f"compile s ({ext} / plain = ratio)", "text bytes (ratio)", "workspace bytes (ratio)",
               "max abs diff vs TVM C / vs framework", f"{ext}: ms, GMAC/s",
