@@ -119,7 +119,8 @@ def random_layer(shape: Shape, rng: np.random.Generator, rounding: int = 1, relu
 class Result:
     output: np.ndarray
     status: int
-    instructions: int  # of the first call (0 on the host)
+    instructions: int  # of the first call on a board (0 on the host)
+    nanoseconds: int   # of the first call on the host (0 on a board)
     scratch_used: int  # bytes of scratch either call wrote
     repeatable: bool   # both calls gave the same output, whatever the scratch held
 
@@ -178,6 +179,6 @@ def run(program: Path, layers: Sequence[Layer], board: Optional[str] = None) -> 
         n = oh * ow * layer.shape.oc
         output = np.frombuffer(data[at:at + n], np.int8).reshape(oh, ow, layer.shape.oc)
         at += n
-        results.append(Result(output, int(status), int(ticks) * 1_000_000_000 // clock if board else 0, int(used),
-                              same == "1"))
+        results.append(Result(output, int(status), int(ticks) * 1_000_000_000 // clock if board else 0,
+                              0 if board else int(ticks), int(used), same == "1"))
     return results
