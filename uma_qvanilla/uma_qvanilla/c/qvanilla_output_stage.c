@@ -67,21 +67,19 @@ static int64_t rounded(int64_t s, int32_t multiplier, int right, int tflite) {
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* floor(a / b), b > 0. */
-static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
 
-/* The middle of the plateau where r(s) = k, rounded to an integer (ties upward): k * 2^right / M,
- * or in TFLite's rounding (skewed: R > 31) off by -2^30 / M (k > 0, K = 2^(R-1) + 2^30) or +2^30 / M
- * (k < 0, K = 2^(R-1) - 2^30; the plateau of 0 straddles the change of K and is centred on 0).
- * In 64-bit integers, |k| <= 255 and right <= 50: microcontrollers' FPUs have no double precision. */
+/* About the middle of the plateau where r(s) = k: k * 2^right / M, or in TFLite's rounding
+ * (skewed: R > 31) off by -2^30 / M (k > 0, K = 2^(R-1) + 2^30) or +2^30 / M (k < 0,
+ * K = 2^(R-1) - 2^30; the plateau of 0 straddles the change of K and is centred on 0), |k| <= 255,
+ * right <= 50.  An estimate (block_setup checks its ends exactly), in double precision: a 64-bit
+ * integer division per end took a fifth of a small network's time (only the vector output stage
+ * of hosts calls this; microcontrollers take requant_columns). */
 static int64_t plateau(int64_t k, int right, int skewed, int32_t multiplier) {
-  const int64_t skew = skewed ? (int64_t)1 << 30 : 0;
-  int64_t n = k * ((int64_t)1 << right) - (k > 0 ? skew : k < 0 ? -skew : 0), m = multiplier; /* |n| < 2^59 */
-  if (m < 0) {
-    n = -n;
-    m = -m;
-  }
-  return floor_div(2 * n + m, 2 * m); /* floor(n / m + 1/2) */
+  const double skew = skewed ? 1073741824.0 : 0.0; /* 2^30 */
+  const double n = (double)k * (double)((int64_t)1 << right) - (k > 0 ? skew : k < 0 ? -skew : 0.0);
+  const double middle = n / multiplier + 0.5; /* |n / M| < 2^59: fits an int64 */
+  const int64_t e = (int64_t)middle;          /* truncated: floor, for a negative middle one less */
+  return (double)e > middle ? e - 1 : e;
 }
 
 /* b = the output stage of the channels o0 .. o0 + n - 1 (n <= QL) of a table of `channels`, with
@@ -89,6 +87,8 @@ static int64_t plateau(int64_t k, int right, int skewed, int32_t multiplier) {
  * channels from n on are constant.  [L, H]: both ends on the plateaus where output_zp + r(s) is
  * act_min and act_max, estimated by their middles (the plateaus are at least two accumulators wide
  * when |M| < 2^R / 2, upward), then checked exactly; any such [L, H] will do. */
+enum { FEW_PIXELS = 8 };
+
 void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channels* c, size_t o0, size_t n,
                           int transposed, const qvanilla_conv* p) {
   const int64_t limit = (int64_t)1 << 24;
@@ -104,6 +104,9 @@ void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channe
 #ifdef QVANILLA_MCU
   return; /* requant_columns() takes every block: it needs only qc */
 #endif
+  /* The lanes' set-up costs about as much per channel as finish() does on a few outputs: a layer
+   * of few pixels takes finish() (its outputs are the same) */
+  if ((int64_t)p->oh * p->ow <= FEW_PIXELS) return;
   for (size_t j = 0; j < QL; ++j) {
     const size_t l = lane(j, transposed);
     const int32_t multiplier = j < n ? c->multiplier[o0 + j] : 0;
@@ -147,7 +150,10 @@ void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channe
               ((uint64_t)(base[l] + 128) << rb);
     if (tflite && r > 31 && sm0 < -((int64_t)1 << 30)) {
       /* k = the first step from s0 (v = k * 2^d) with s * M >= -2^30, where K gains 2^31 */
-      const int64_t need = -((int64_t)1 << 30) - sm0, k = (need + b->m[l] - 1) / b->m[l];
+      const int64_t need = -((int64_t)1 << 30) - sm0, m = b->m[l];
+      int64_t k = (int64_t)((double)need / (double)m); /* ceil(need / m): estimated, then made exact */
+      while (k * m < need) ++k;
+      while (k > 0 && (k - 1) * m >= need) --k;
       if (k <= H[l] - L[l]) { /* <= 2^24: vt exact in float */
         b->vt[l] = (float)k * scale;
         b->delta[l] = (uint64_t)1 << (31 + d);
