@@ -46,7 +46,7 @@ static void dw_pairs(uint32_t* restrict acc, const int8_t* const* in, const int1
   for (int j = 0; j < CB; ++j) acc[j] = a[j];
 }
 
-#ifdef QVANILLA_SMLAD
+#if defined(QVANILLA_SMLAD) && !defined(QVANILLA_MVE) /* Helium's cores take dw_mve */
 /* The DSP extension's depthwise step: SMLAD multiplies two int16 pairs and adds both products to
  * one sum, so each SMLAD takes two taps of one channel.  Its pairs: the weights of taps 2p and 2p+1
  * of a channel as one word (pair_weights(), once per block), and the inputs' likewise, four
