@@ -5,7 +5,7 @@ Every runner times one thread on one fixed input: ``seconds_per_run(repeat)`` ru
 
 * TFLite's interpreter, its current runtime (ai-edge-litert), ``num_threads=1``, with its default
   delegate (XNNPACK) or with builtin kernels only (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``); its
-  reference kernels (``BUILTIN_REF``) from tflite-runtime 2.14, as the tests take them;
+  reference kernels (``BUILTIN_REF``) from the interpreter the tests take them from;
 * ONNX Runtime, ``CPUExecutionProvider``, one intra-op and one inter-op thread, sequential.
 """
 import contextlib
@@ -64,13 +64,16 @@ def _missing(package: str, pip_name: str) -> ReferenceError:
 
 
 def _interpreter(reference_kernels: bool):
-    """TFLite's interpreter module: its current runtime, ai-edge-litert, for timing; tflite-runtime 2.14
-    for the reference kernels (the rounding the tests' ``--tflite-exact`` figures were checked against)."""
-    module, pip_name = ("tflite_runtime", "tflite-runtime") if reference_kernels else ("ai_edge_litert", "ai-edge-litert")
+    """TFLite's interpreter module: its current runtime, ai-edge-litert, for timing; for the reference
+    kernels the one the tests take (``tvm_extension.testing.tflite_interpreter``)."""
     try:
-        return __import__(f"{module}.interpreter", fromlist=["Interpreter"])
+        if reference_kernels:
+            from tvm_extension.testing import tflite_interpreter  # pylint: disable=import-outside-toplevel
+            return tflite_interpreter()
+        from ai_edge_litert import interpreter  # pylint: disable=import-outside-toplevel
+        return interpreter
     except ImportError:
-        raise _missing(module, pip_name) from None
+        raise _missing("ai_edge_litert", "ai-edge-litert") from None
 
 
 def tflite(model: Path, inputs: Mapping[str, np.ndarray], xnnpack: bool, reference_kernels: bool = False) -> Runner:

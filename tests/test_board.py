@@ -19,6 +19,7 @@ import pytest
 
 from conftest import ROOT, VANILLA_EXT, assert_one_line_error, mlf_sources, run_tvmc, stand_in_checkout
 from tvm_extension.api.resources import data_folder
+from tvm_extension.testing import tflite_interpreter
 from tvm_extension.testing.model_zoo import fetch
 from tvm_extension.mlf import board as boards
 from tvm_extension.mlf import build
@@ -72,17 +73,17 @@ def mlf(tmp_path_factory):
     worker: the build cache holds it)."""
     cache = {}
 
-    def compile_(net, backend):
-        if (net, backend) not in cache:
+    def compile_(net, backend, *options):
+        if (net, backend, options) not in cache:
             out = tmp_path_factory.mktemp("mlf") / f"{net}_{backend}.tar"
             target = PLAIN if backend == "plain" else ["--target", TARGETS[backend], "--experimental-tvm-extension",
                                                        VANILLA_EXT]
             shapes = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in SHAPES[net].items())
-            done = run_tvmc("compile", *target, "--input-shapes", shapes, fetch(net), "-f", "mlf", "-o", out,
-                            reuse=True)  # the other worker's, when it compiled it first
+            done = run_tvmc("compile", *target, *options, "--input-shapes", shapes, fetch(net), "-f", "mlf", "-o",
+                            out, reuse=True)  # the other worker's, when it compiled it first
             assert done.returncode == 0, done.stderr[-2000:]
-            cache[net, backend] = out
-        return cache[net, backend]
+            cache[net, backend, options] = out
+        return cache[net, backend, options]
     return compile_
 
 
@@ -152,6 +153,29 @@ def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
         assert memory.heap == 0, memory.heap  # planned, static
     assert memory.ram() == memory.static_ram() + memory.stack + memory.heap + memory.io
     assert firmware.instructions > 10_000
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
+def test_tflite_exact_network_on_board_equals_tflite(tmp_path, mlf, board):
+    """QVanilla's kernels in TFLite's rounding on the boards, the DSP variant (Cortex-M4) and the
+    Helium one (Cortex-M55): a real network's outputs are TFLite's reference kernels', bit for bit."""
+    model = fetch("kws_dscnn_int8")
+    firmware = boards.build(mlf("kws_dscnn_int8", "qvanilla", "--tflite-exact"), tmp_path / "board", board)
+    rng = np.random.default_rng(11)
+    for _ in range(2):
+        inputs = {t.name: rng.uniform(-40, 80, t.shape).astype(t.dtype) for t in firmware.inputs}  # its input scale: 0.88
+        got, _ = firmware.run(inputs)
+        interpreter = tflite_interpreter().Interpreter(model_path=str(model), experimental_op_resolver_type=(
+            tflite_interpreter().OpResolverType.BUILTIN_REF))
+        interpreter.allocate_tensors()
+        for detail in interpreter.get_input_details():
+            interpreter.set_tensor(detail["index"], inputs[detail["name"]])
+        interpreter.invoke()
+        expected = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+        assert len(got) == len(expected) == 1
+        assert np.array_equal(list(got.values())[0], expected[0])
+        assert np.unique(expected[0]).size > 1
 
 
 def test_cli_runs_on_a_board(tmp_path, mlf):
