@@ -395,8 +395,8 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
   const size_t tile = WIN / kp < TILE ? WIN / kp : TILE; /* >= 2 */
 #ifdef QVANILLA_MVE /* the int8 path: its windows fit win, its weights rows (unused by the Helium output stage) */
   const size_t k16 = (K + K16 - 1) / K16 * K16;
-  const int int8 = packed != NULL && OB * k16 <= tile * QL * sizeof(uint32_t) &&
-                   fit_int8(packed, (oc + OB - 1) / OB * OB * kp);
+  const int int8 = packed != NULL && pixels >= TILE / 8 && OB * k16 <= tile * QL * sizeof(uint32_t) &&
+                   fit_int8(packed, (oc + OB - 1) / OB * OB * kp); /* a few pixels do not repay the scan */
   int8_t* wq = (int8_t*)t.rows;
 #endif
   for (size_t c0 = 0; c0 < oc; c0 += QCH) {
