@@ -89,41 +89,32 @@ static int64_t plateau(int64_t k, int right, int skewed, int32_t multiplier) {
  * when |M| < 2^R / 2, upward), then checked exactly; any such [L, H] will do. */
 enum { FEW_PIXELS = 8 };
 
-void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channels* c, size_t o0, size_t n,
-                          int transposed, const qvanilla_conv* p) {
+/* The lanes' part of qvanilla_block_setup(): 1 and b->right set if every channel qualifies, else 0. */
+static int lanes_setup(qblock* b, const qvanilla_channels* c, size_t o0, size_t n, int transposed,
+                       const qvanilla_conv* p) {
   const int64_t limit = (int64_t)1 << 24;
   const int64_t zp = p->output_zp, amin = p->act_min, amax = p->act_max;
   const int tflite = p->rounding == QVANILLA_ROUNDING_TFLITE;
   int64_t L[QL], H[QL], base[QL];
   int right[QL], rb = 1;
-  b->right = 0; /* finish(), unless every channel qualifies */
-  for (size_t j = 0; j < QL; ++j) {
-    b->bias[lane(j, transposed)] = j < n ? bias[j] : 0;
-    b->qc[j] = qvanilla_channel(c, o0 + (j < n ? j : 0), j < n ? bias[j] : 0, p->rounding);
-  }
-#ifdef QVANILLA_MCU
-  return; /* requant_columns() takes every block: it needs only qc */
-#endif
-  /* The lanes' set-up costs about as much per channel as finish() does on a few outputs: a layer
-   * of few pixels takes finish() (its outputs are the same) */
-  if ((int64_t)p->oh * p->ow <= FEW_PIXELS) return;
   for (size_t j = 0; j < QL; ++j) {
     const size_t l = lane(j, transposed);
     const int32_t multiplier = j < n ? c->multiplier[o0 + j] : 0;
-    const int r = b->qc[j].right;
     right[l] = 0;
     b->m[l] = 0;
     base[l] = clamp64(zp, amin, amax); /* out(0) */
     if (multiplier == 0 || amin == amax) continue; /* out(s) = out(0) for every s */
-    if (r > 50 || b->qc[j].left > 0) return;
+    const int32_t shift = c->shift[o0 + j];      /* qvanilla_channel()'s right and left */
+    const int r = tflite ? 31 + (shift < 0 ? -shift : 0) : 31 - shift;
+    if (r > 50 || (tflite && shift > 0)) return 0;
     const int64_t ea = plateau(amin - zp, r, tflite && r > 31, multiplier);
     const int64_t eb = plateau(amax - zp, r, tflite && r > 31, multiplier);
-    if (!(ea > -limit && ea < limit && eb > -limit && eb < limit)) return;
+    if (!(ea > -limit && ea < limit && eb > -limit && eb < limit)) return 0;
     L[l] = ea < eb ? ea : eb;
     H[l] = ea < eb ? eb : ea;
     const int64_t rl = rounded(L[l], multiplier, r, tflite), rh = rounded(H[l], multiplier, r, tflite);
     /* exactly: out(s) = out(L) below L, out(H) above H (r is monotonic), no clamping in between */
-    if (zp + rl != (multiplier > 0 ? amin : amax) || zp + rh != (multiplier > 0 ? amax : amin)) return;
+    if (zp + rl != (multiplier > 0 ? amin : amax) || zp + rh != (multiplier > 0 ? amax : amin)) return 0;
     b->m[l] = multiplier > 0 ? (uint32_t)multiplier : 0u - (uint32_t)multiplier;
     base[l] = zp + (multiplier > 0 ? rl : rh);
     right[l] = r;
@@ -138,7 +129,7 @@ void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channe
     if (b->m[l] == 0) continue;
     const int32_t multiplier = c->multiplier[o0 + j];
     const int r = right[l], d = rb - r;
-    if (d > 30 || H[l] - L[l] > (int64_t)1 << 24 || H[l] - L[l] >= (int64_t)1 << (31 - d)) return; /* v < 2^31 */
+    if (d > 30 || H[l] - L[l] > (int64_t)1 << 24 || H[l] - L[l] >= (int64_t)1 << (31 - d)) return 0; /* v < 2^31 */
     const int64_t s0 = multiplier > 0 ? L[l] : H[l], sm0 = s0 * multiplier;
     const float scale = (float)((int64_t)1 << d);
     b->scale[l] = multiplier > 0 ? scale : -scale;
@@ -161,6 +152,24 @@ void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channe
     }
   }
   b->right = rb;
+  return 1;
+}
+
+void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channels* c, size_t o0, size_t n,
+                          int transposed, const qvanilla_conv* p) {
+#ifdef QVANILLA_MCU
+  const int vector_lanes = 0; /* requant_columns() (Helium: requant_vectors()) take qc */
+#else
+  const int vector_lanes = 1;
+#endif
+  for (size_t j = 0; j < QL; ++j) b->bias[lane(j, transposed)] = j < n ? bias[j] : 0;
+  /* The lanes' set-up costs about as much per channel as finish() does on a few outputs: a layer
+   * of few pixels takes finish() (its outputs are the same); qc only where finish() runs */
+  if (vector_lanes && (int64_t)p->oh * p->ow > FEW_PIXELS && lanes_setup(b, c, o0, n, transposed, p)) return;
+  b->right = 0; /* finish() (finish_tflite()) with qc */
+  for (size_t j = 0; j < QL; ++j) {
+    b->qc[j] = qvanilla_channel(c, o0 + (j < n ? j : 0), j < n ? bias[j] : 0, p->rounding);
+  }
 }
 
 /* o[i * QL + l] = 128 + the output of lane l of row i (acc + i * stride), in [0, 255], i < rows:
