@@ -157,14 +157,16 @@ def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
-def test_tflite_exact_network_on_board_equals_tflite(tmp_path, mlf, board):
+@pytest.mark.parametrize("net", sorted(INT8))
+def test_tflite_exact_network_on_board_equals_tflite(tmp_path, mlf, net, board):
     """QVanilla's kernels in TFLite's rounding on the boards, the DSP variant (Cortex-M4) and the
-    Helium one (Cortex-M55): a real network's outputs are TFLite's reference kernels', bit for bit."""
-    model = fetch("kws_dscnn_int8")
-    firmware = boards.build(mlf("kws_dscnn_int8", "qvanilla", "--tflite-exact"), tmp_path / "board", board)
+    Helium one (Cortex-M55): the zoo's int8 networks' outputs are TFLite's reference kernels', bit for bit."""
+    model = fetch(net)
+    firmware = boards.build(mlf(net, "qvanilla", "--tflite-exact"), tmp_path / "board", board)
     rng = np.random.default_rng(11)
     for _ in range(2):
-        inputs = {t.name: rng.uniform(-40, 80, t.shape).astype(t.dtype) for t in firmware.inputs}  # its input scale: 0.88
+        inputs = {t.name: rng.integers(-128, 128, t.shape).astype(t.dtype) if t.dtype == "int8"
+                  else rng.uniform(-40, 80, t.shape).astype(t.dtype) for t in firmware.inputs}  # DS-CNN's scale: 0.88
         got, _ = firmware.run(inputs)
         interpreter = tflite_interpreter().Interpreter(model_path=str(model), experimental_op_resolver_type=(
             tflite_interpreter().OpResolverType.BUILTIN_REF))

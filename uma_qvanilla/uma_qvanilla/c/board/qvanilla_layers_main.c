@@ -21,7 +21,7 @@
 #include "qvanilla.h"
 
 #if defined(__arm__)
-#include "board.h"
+uint64_t board_ticks(void); /* tvm_extension.mlf.board's start-up code (c_runtime/board/startup.c) */
 #else
 #include <time.h>
 static uint64_t board_ticks(void) { /* on the host: nanoseconds */
