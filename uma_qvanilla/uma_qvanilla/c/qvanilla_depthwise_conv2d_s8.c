@@ -51,21 +51,11 @@ static void dw_pairs(uint32_t* restrict acc, const int8_t* const* in, const int1
  * one sum, so each SMLAD takes two taps of one channel.  Its pairs: the weights of taps 2p and 2p+1
  * of a channel as one word (pair_weights(), once per block), and the inputs' likewise, four
  * channels from two 32-bit loads: SXTB16 sign-extends bytes 0 and 2 (or, rotated, 1 and 3) into
- * halfwords, and a halfword of each tap's word makes a channel's pair (PKHBT, PKHTB, which gcc
- * does not find by itself).  Eight multiply-adds in about 20 instructions. */
-static ALWAYS_INLINE uint32_t load_word(const void* p) { /* LDR: unaligned is fine on v7-M and v8-M */
-  uint32_t v;
-  memcpy(&v, p, sizeof(v));
-  return v;
-}
-static ALWAYS_INLINE int32_t low_halves(int32_t x, int32_t y) { /* x's low half, then y's */
+ * halfwords, and a halfword of each tap's word makes a channel's pair (PKHBT, PKHTB, in dw_smlad's
+ * asm step).  Eight multiply-adds in about 20 instructions. */
+static ALWAYS_INLINE int32_t low_halves(int32_t x, int32_t y) { /* x's low half, then y's: the tail's pairs */
   int32_t r;
   __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(x), "r"(y));
-  return r;
-}
-static ALWAYS_INLINE int32_t high_halves(int32_t x, int32_t y) { /* x's high half, then y's */
-  int32_t r;
-  __asm__("pkhtb %0, %2, %1, asr #16" : "=r"(r) : "r"(x), "r"(y));
   return r;
 }
 
