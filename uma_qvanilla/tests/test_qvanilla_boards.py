@@ -1,8 +1,11 @@
 """QVanilla's kernels on the emulated boards, every variant (portable C, the DSP extension's, Helium's)
 against the portable C built for this machine, bit for bit, on random layers: shapes with channel
 tails, odd and long tap counts (more than a group of 64), strides, padding on every side, both
-roundings, and quantization at the ends of its ranges (any multiplier, shifts -31 .. 30).  The
-host's build runs under the sanitizers."""
+roundings, and quantization at the ends of its ranges (any multiplier, shifts -31 .. 30), each in
+the roomy scratch layout, within 4 KB and in the least scratch the entry accepts.  The host's build
+runs under the sanitizers."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -59,7 +62,9 @@ def random_layers(seed, count):
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
     work = tmp_path_factory.mktemp("boards")
-    chosen = random_layers(seed=3407, count=44)
+    # each layer in the roomy layout, a microcontroller's 4 KB and the least scratch the entry takes
+    chosen = [dataclasses.replace(layer, budget=budget) for layer in random_layers(seed=3407, count=44)
+              for budget in (0, 4096, 1)]
     # the portable C under AddressSanitizer and UndefinedBehaviorSanitizer: any report stops it
     sanitized = layers.build(work, cflags=("-O2", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"))
     return work, chosen, layers.run(sanitized, chosen)

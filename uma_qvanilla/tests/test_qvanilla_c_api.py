@@ -488,7 +488,7 @@ def qvanilla_errors():
         weights = np.zeros(3 * 3 * 2 * (1 if "depthwise" in entry else 3), np.int8)
         if "packed" in entry:
             weights = np.zeros(3 * 3 * 2 if "depthwise" in entry else 4 * 24, np.int16)
-        need = scratch.buffer_size(qkind(entry), 3, 3, 2, channels)
+        need = scratch.buffer_size(qkind(entry), 3, 3, 2, channels, budget=1)  # the least it accepts
         full = dict(input=np.zeros(4 * 4 * 2, np.int8), weights=weights, bias=np.zeros(channels, np.int32),
                     output=np.full(2 * 2 * channels, 77, np.int8), multiplier=np.full(channels, 1 << 30, np.int32))
         for bad in (31, -32, INT_MIN, INT_MAX):
@@ -499,7 +499,7 @@ def qvanilla_errors():
         valid = dict(full, shift=np.array([-31] + [30] * (channels - 1), np.int32))
         for bad in (2, -1, INT_MIN, INT_MAX):
             add("EROUNDING", valid, entries=[entry], rounding=bad, size=0)  # the rounding before the scratch
-        # the scratch: too small, NULL, not aligned, a negative size (checked last)
+        # the scratch: below the least, NULL, not aligned, a negative size (checked last)
         add("ESCRATCH", dict(valid, scratch=np.zeros(need - 1, np.int8)), entries=[entry], size=need - 1)
         add("ESCRATCH", dict(valid, scratch=None), entries=[entry], size=need)
         add("ESCRATCH", dict(valid, scratch=np.zeros(need + 1, np.int8)), entries=[entry], size=need, misaligned=True)
@@ -509,7 +509,7 @@ def qvanilla_errors():
     for entry, channels in (("qvanilla_conv2d_nhwc_packed_s8", 3), ("qvanilla_depthwise_conv2d_nhwc_packed_s8", 2)):
         weights = np.zeros(3 * 3 * 2 if "depthwise" in entry else 4 * 24, np.int16)
         table = np.array([[0] * channels, [1 << 30] * channels, [0] * channels], np.int32)
-        need = scratch.buffer_size(qkind(entry), 3, 3, 2, channels)
+        need = scratch.buffer_size(qkind(entry), 3, 3, 2, channels, budget=1)
         ints = [dict(base, oc=channels)[k] for k in QCALLS[entry]]
         output = np.full(2 * 2 * channels, 77, np.int8)
         cases.append(("EINVAL", entry, [np.zeros(32, np.int8), weights, None, output, one(np.int8)],
@@ -548,11 +548,15 @@ def test_qvanilla_rejects_each_bad_argument_with_its_code(qvanilla):
                 assert a is None or a.tobytes() == b.tobytes(), "an array changed on error"
 
 
-def test_qvanilla_buffer_sizes_equal_the_compilers_mirror(qvanilla):
+@pytest.mark.parametrize("budget", [0, 4096, 1, 700])
+def test_qvanilla_buffer_sizes_equal_the_compilers_mirror(qvanilla, tmp_path, budget):
     """Each entry's _get_buffer_size equals uma_qvanilla.scratch's (what the TIR pass allocates) on
     shapes across every branch: short and long windows (the direct loops beyond 4096 taps x
     channels), channel counts around the blocks (16), chunks (64) and depthwise blocks (128), plain
-    depthwise weights around their buffer (4096); 0 for dims an entry rejects."""
+    depthwise weights around their buffer (4096); 0 for dims an entry rejects.  For each scratch
+    budget (QVANILLA_SCRATCH_BUDGET): 0 the hosts' (the roomy layout), 4096 the microcontrollers', 1
+    the least an entry accepts, and one below most entries' least."""
+    lib = qvanilla if budget == 0 else build(tmp_path, ("-O1", f"-DQVANILLA_SCRATCH_BUDGET={budget}"))
     rng = np.random.default_rng(31)
     shapes = [(1, 1, 1, 1), (3, 3, 2, 3), (1, 1, 8, 70), (3, 3, 512, 5), (2, 4, 512, 5), (3, 3, 520, 6),
               (9, 1, 120, 120), (65, 65, 3, 3), (1, 67, 24, 24), (9, 9, 20, 20), (3, 3, 300, 300), (1, 1, 2048, 2000),
@@ -563,13 +567,14 @@ def test_qvanilla_buffer_sizes_equal_the_compilers_mirror(qvanilla):
         for kind in scratch.KINDS:
             channels = ic if kind.startswith("depthwise") else oc
             filter_n = 1 if kind.startswith("depthwise") else oc
-            want = scratch.buffer_size(kind, kh, kw, ic, channels)
-            got = buffer_size(qvanilla, kind, Dims(1, 9, 9, ic), Dims(filter_n, kh, kw, ic))
-            assert got == want, (kind, kh, kw, ic, oc)
+            want = scratch.buffer_size(kind, kh, kw, ic, channels, budget)
+            got = buffer_size(lib, kind, Dims(1, 9, 9, ic), Dims(filter_n, kh, kw, ic))
+            assert got == want and (budget == 0 or want <= scratch.buffer_size(kind, kh, kw, ic, channels)), \
+                (kind, kh, kw, ic, oc)
             expected.append(want)
     for kind in scratch.KINDS:  # rejected dims: a size below 1, a batch, the filter's channels
         for dims in ([1, 9, 9, 0, 3, 3, 3, 0], [2, 9, 9, 4, 1, 3, 3, 4], [1, 9, 9, 4, 1, 3, 3, 5], [1, 9, 9, 4, 4, -1, 3, 4]):
-            assert buffer_size(qvanilla, kind, Dims(*dims[:4]), Dims(*dims[4:])) == 0, (kind, dims)
+            assert buffer_size(lib, kind, Dims(*dims[:4]), Dims(*dims[4:])) == 0, (kind, dims)
     assert max(expected) < 100_000  # a workspace buffer, not a tensor
 
 

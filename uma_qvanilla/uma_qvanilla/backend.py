@@ -4,6 +4,7 @@ from tvm.relay.backend.contrib.uma.api.utils import PassPhase
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from tvm_extension.kit.layout import as_kernel_layout, offload_layout_pass
+from tvm_extension.uma import register_target
 
 from . import target
 from .codegen import gen_includes
@@ -20,13 +21,14 @@ class QVanillaBackend(UMABackend):
     def __init__(self):
         # One kernel call per quantized conv: regions must not merge.
         super().__init__(merge_compiler_regions=False)
+        register_target(self, target)  # scratch_budget (target.py)
         # ONNX QDQ models: dequantize -> conv -> quantize becomes qnn.conv2d -> requantize.
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, relay.transform.FakeQuantizationToInteger())
         # ONNX arrives NCHW: convert what the kernel takes to NHWC/HWIO.
         accepts = lambda conv: conv_problem(conv) is None
         self._register_relay_pass(PassPhase.PRE_PARTITIONING, offload_layout_pass(accepts, "NHWC", "HWIO"))
         self._register_pattern("qconv2d", qconv2d_pattern(), lambda root: why_not_offloaded(root) is None)
-        self._register_relay_pass(PassPhase.POST_PARTITIONING_1, prepare_quantized_conv)
+        self._register_relay_pass(PassPhase.POST_PARTITIONING_1, prepare_quantized_conv(self))
         self._register_tir_pass(PassPhase.TIR_PHASE_0, QVanillaConv2DPass())
         self._register_codegen(fmt="c", includes=gen_includes)
 

@@ -76,11 +76,12 @@ class Layer:
     output_zp: int
     act: tuple
     rounding: int
+    budget: int = 0  # the scratch the call gets: buffer_size's for this QVANILLA_SCRATCH_BUDGET
 
     @property
     def scratch(self) -> int:
         kind = "depthwise_conv2d_packed_s8" if self.shape.depthwise else "conv2d_packed_s8"
-        return buffer_size(kind, self.shape.kh, self.shape.kw, self.shape.ic, self.shape.oc)
+        return buffer_size(kind, self.shape.kh, self.shape.kw, self.shape.ic, self.shape.oc, self.budget)
 
     def record(self) -> bytes:
         s, (oh, ow), (pt, pl) = self.shape, self.shape.out_hw, self.shape.pads

@@ -12,7 +12,7 @@ from tvm import tir
 
 from tvm_extension.kit.calls import named_scratch, status_checked
 
-from . import scratch
+from . import scratch, target
 
 ATTR = "QVanilla"  # function attribute holding the kernel's scalar parameters (set by patterns.py)
 
@@ -37,7 +37,8 @@ class QVanillaConv2DPass:
         scalars = [tir.IntImm("int32", q[n]) for n in ("kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left",
                                                        "input_zp", "output_zp", "act_min", "act_max", "rounding")]
         kind = "depthwise_conv2d_packed_s8" if q["depthwise"] else "conv2d_packed_s8"
-        nbytes = scratch.buffer_size(kind, q["kh"], q["kw"], int(ic), int(oc))
+        budget = target.scratch_budget(func.attrs["target_attrs"])  # this compile's (lowering wrote them)
+        nbytes = scratch.buffer_size(kind, q["kh"], q["kw"], int(ic), int(oc), budget)
         assert work.dtype == "int8" and [int(d) for d in work.shape] == [max(nbytes, 1)], work  # patterns.py's
         if q["depthwise"]:
             call = ("qvanilla_depthwise_conv2d_nhwc_packed_s8", ih, iw, oc, oh, ow)

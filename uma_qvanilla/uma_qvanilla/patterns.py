@@ -10,7 +10,8 @@
   (``tvm_extension.kit.quantization``).  It leaves a function TVM can lower cheaply that uses
   every tensor the kernel needs (input, packed weights, channel table) and outputs the conv's
   tensor and the C entry's scratch (a workspace tensor the AOT planner places), with the scalars
-  as a function attribute, which the TIR pass (``passes.py``) reads.
+  as a function attribute, which the TIR pass (``passes.py``) reads.  The scratch's size depends on
+  the target's ``scratch_budget``.
 """
 from typing import Optional
 
@@ -25,9 +26,9 @@ from tvm_extension.kit.qconv_patterns import (chain_clamp, constant_operand, is_
 from tvm_extension.kit.qconv_patterns import conv_problem, qconv2d_pattern  # noqa: F401  (the backend's)
 from tvm_extension.kit.workspace import scratch_tensor, take_first_outputs, with_output
 from tvm_extension.kit.quantization import chain_channel_params, rounding_code  # qvanilla.h: QVANILLA_ROUNDING_*
-from tvm_extension.uma import offloaded_functions
+from tvm_extension.uma import config_of, offloaded_functions
 
-from . import packing, scratch
+from . import packing, scratch, target
 from .codegen import KERNEL_DIR
 from .passes import ATTR
 from .target import NAME as TARGET
@@ -44,7 +45,7 @@ def _scalar(const) -> float:
     return np.asarray(const.data.numpy()).reshape(-1)[0].item()
 
 
-def _prepare(func: relay.Function) -> relay.Function:
+def _prepare(func: relay.Function, budget: int) -> relay.Function:
     parts = split_chain(func.body)
     conv, requant = parts["qnn.conv2d"], parts["qnn.requantize"]
     bias_call = parts.get("nn.bias_add") or parts.get("add")
@@ -75,7 +76,7 @@ def _prepare(func: relay.Function) -> relay.Function:
     # kernel call.
     kind = "depthwise_conv2d_packed_s8" if depthwise else "conv2d_packed_s8"
     ic = int(func.params[0].checked_type.shape[3])
-    nbytes = scratch.buffer_size(kind, scalars["kh"], scalars["kw"], ic, channels)
+    nbytes = scratch.buffer_size(kind, scalars["kh"], scalars["kw"], ic, channels, budget)
     total = relay.sum(relay.cast(func.params[0], "int32"))
     for constant in (packed, params):
         total = relay.add(total, relay.sum(relay.cast(relay.const(constant), "int32")))
@@ -83,12 +84,18 @@ def _prepare(func: relay.Function) -> relay.Function:
     return with_output(func.with_attr(ATTR, scalars), [output, scratch_tensor(func.params[0], nbytes)])
 
 
-@tvm.transform.module_pass(opt_level=0, name="PrepareQuantizedConv")
-def prepare_quantized_conv(mod, _ctx):
-    mod = relay.transform.InferType()(mod)  # the predicates' helpers read types
-    prepared = []
-    for gvar, func in offloaded_functions(mod, TARGET):
-        if ATTR not in func.attrs:
-            mod[gvar] = _prepare(func)
-            prepared.append(gvar)
-    return take_first_outputs(mod, prepared)
+def prepare_quantized_conv(backend) -> tvm.transform.Pass:
+    """``PrepareQuantizedConv`` for ``backend`` (whose compile's attributes size the scratch)."""
+
+    @tvm.transform.module_pass(opt_level=0, name="PrepareQuantizedConv")
+    def prepare(mod, _ctx):
+        mod = relay.transform.InferType()(mod)  # the predicates' helpers read types
+        budget = target.scratch_budget(config_of(backend))
+        prepared = []
+        for gvar, func in offloaded_functions(mod, TARGET):
+            if ATTR not in func.attrs:
+                mod[gvar] = _prepare(func, budget)
+                prepared.append(gvar)
+        return take_first_outputs(mod, prepared)
+
+    return prepare

@@ -22,7 +22,7 @@ from tvm_extension.kit import limits
 from tvm_extension.relax import qconv
 from tvm_extension.relax.qconv import conv_geometry, is_depthwise
 
-from . import packing, scratch
+from . import packing, scratch, target
 from .codegen import KERNEL_DIR, gen_includes  # noqa: F401  (its C library, as for Relay)
 from .target import ATTR_RANGES as TARGET_ATTR_RANGES, ATTRIBUTES as TARGET_ATTRS, NAME as TARGET  # noqa: F401
 
@@ -93,7 +93,7 @@ def kernel_call(match, attrs):
     q = _quantization(chain, qconv.reader(match.constants))
     g = conv_geometry(chain["conv"])
     kind = "depthwise_conv2d_packed_s8" if q.depthwise else "conv2d_packed_s8"
-    nbytes = scratch.buffer_size(kind, g["kh"], g["kw"], g["ic"], g["oc"])
+    nbytes = scratch.buffer_size(kind, g["kh"], g["kw"], g["ic"], g["oc"], target.scratch_budget(attrs))
     work = tirx.decl_buffer((max(nbytes, 1),), "int8", "qvanilla_scratch")
     sizes = ("ih", "iw", "oc", "oh", "ow") if q.depthwise else ("ih", "iw", "ic", "oh", "ow", "oc")
     scalars = [g[n] for n in (*sizes, "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left")]

@@ -46,8 +46,9 @@ typedef enum {
   QVANILLA_ESHIFT = 8,     /* a channel's shift outside [QVANILLA_SHIFT_MIN, QVANILLA_SHIFT_MAX] */
   QVANILLA_EROUNDING = 9,  /* a rounding neither QVANILLA_ROUNDING_UPWARD nor QVANILLA_ROUNDING_TFLITE
                             * (after the shifts) */
-  QVANILLA_ESCRATCH = 10   /* ctx->size below the entry's _get_buffer_size, or ctx->buf NULL or not a
-                            * multiple of QVANILLA_SCRATCH_ALIGN bytes where scratch is needed (last) */
+  QVANILLA_ESCRATCH = 10   /* ctx->size below the least the entry accepts (its _get_buffer_size in a build
+                            * of QVANILLA_SCRATCH_BUDGET 1), or ctx->buf NULL or not a multiple of
+                            * QVANILLA_SCRATCH_ALIGN bytes where scratch is needed (last) */
 } qvanilla_status;
 
 /* The requantization's rounding (qvanilla_conv_params.rounding). */
@@ -80,9 +81,11 @@ typedef struct {
   const int32_t* shift;
 } qvanilla_per_channel_quant_params;
 
-/* Scratch memory from the caller (CMSIS-NN's cmsis_nn_context): at least the entry's
- * _get_buffer_size bytes at buf, buf a multiple of QVANILLA_SCRATCH_ALIGN bytes.  The entries keep
- * no state in it between calls. */
+/* Scratch memory from the caller (CMSIS-NN's cmsis_nn_context): size bytes at buf, buf a multiple
+ * of QVANILLA_SCRATCH_ALIGN bytes.  An entry takes any size from the least it accepts on (see
+ * ESCRATCH) and tiles its work to what it is given: _get_buffer_size's bytes are what it runs
+ * fastest with within QVANILLA_SCRATCH_BUDGET; more is not used; less gives the same results,
+ * computed in smaller tiles.  The entries keep no state in it between calls. */
 typedef struct {
   void* buf;
   int32_t size;
@@ -147,9 +150,21 @@ qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx,
                                                     const int32_t* bias, const qvanilla_dims* output_dims,
                                                     int8_t* output);
 
-/* The scratch bytes (ctx->size) each entry needs for these dims (kh, kw, ic and oc: the filter's
- * and the input's channels), at most about 80 KB, 0 for dims the entry rejects with ESIZE.  The
- * compiler sizes its workspace buffer with the same formula (uma_qvanilla/scratch.py). */
+/* The scratch a call may take, in bytes: _get_buffer_size's answer stays within it where the entry
+ * can (0: no limit, the fastest layout, up to about 80 KB).  Microcontrollers default to 4 KB (as
+ * CMSIS-NN's kernels take 0.1-4.5 KB), hosts to 0; -DQVANILLA_SCRATCH_BUDGET=N sets it. */
+#ifndef QVANILLA_SCRATCH_BUDGET
+#if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
+#define QVANILLA_SCRATCH_BUDGET 4096
+#else
+#define QVANILLA_SCRATCH_BUDGET 0
+#endif
+#endif
+
+/* The scratch bytes (ctx->size) each entry runs best with for these dims (kh, kw, ic and oc: the
+ * filter's and the input's channels) within QVANILLA_SCRATCH_BUDGET, 0 for dims the entry rejects
+ * with ESIZE.  The compiler sizes its workspace buffer with the same formula
+ * (uma_qvanilla/scratch.py, its budget the target's attribute). */
 int32_t qvanilla_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);
 int32_t qvanilla_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);
 int32_t qvanilla_depthwise_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims,

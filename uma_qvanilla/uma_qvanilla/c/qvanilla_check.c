@@ -69,9 +69,9 @@ static qvanilla_status check_conv(const qvanilla_conv* p, const int32_t* shift, 
   return QVANILLA_OK;
 }
 
-static size_t scratch_of(const qvanilla_conv* p, int kind) {
-  if (kind == PLAIN || kind == PACKED) return qvanilla_dense_scratch(p, kind == PACKED);
-  return qvanilla_depthwise_scratch(p, kind == DEPTHWISE_PACKED);
+static size_t scratch_of(const qvanilla_conv* p, int kind, size_t budget) {
+  if (kind == PLAIN || kind == PACKED) return qvanilla_dense_scratch(p, kind == PACKED, budget);
+  return qvanilla_depthwise_scratch(p, kind == DEPTHWISE_PACKED, budget);
 }
 
 qvanilla_status qvanilla_check(const qvanilla_context* ctx, const qvanilla_conv_params* params,
@@ -93,7 +93,7 @@ qvanilla_status qvanilla_check(const qvanilla_context* ctx, const qvanilla_conv_
   p->rounding = params->rounding;
   const qvanilla_status status = check_conv(p, quant->shift, kind);
   if (status != QVANILLA_OK) return status;
-  const size_t need = scratch_of(p, kind);
+  const size_t need = scratch_of(p, kind, 1); /* the least it accepts */
   if (need > 0 && (ctx->buf == NULL || ctx->size < 0 || (size_t)ctx->size < need ||
                    (uintptr_t)ctx->buf % QVANILLA_SCRATCH_ALIGN != 0)) {
     return QVANILLA_ESCRATCH;
@@ -109,7 +109,7 @@ int32_t qvanilla_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dim
   const qvanilla_dims output_dims = {1, 1, 1, kind == DEPTHWISE || kind == DEPTHWISE_PACKED ? input_dims->c
                                                                                            : filter_dims->n};
   if (!qvanilla_sizes(input_dims, filter_dims, &output_dims, kind, &p)) return 0;
-  return (int32_t)scratch_of(&p, kind); /* below 100 KB */
+  return (int32_t)scratch_of(&p, kind, QVANILLA_SCRATCH_BUDGET); /* below 100 KB */
 }
 
 int32_t qvanilla_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims) {

@@ -344,23 +344,49 @@ typedef struct {
   uint32_t* acc;  /* tile rows of up to `chunk` accumulators */
   uint32_t* bias; /* chunk */
   uint32_t* sums; /* chunk, plain */
-  qblock* blocks; /* chunk / QL */
-  uint32_t* rows; /* tile * QL: qvanilla_requant_rows()' */
+  qblock* blocks; /* chunk / QL, roomy */
+  uint32_t* rows; /* tile * QL: qvanilla_requant_rows()', roomy */
   int16_t* quad;  /* OB rows of kp int16, plain */
+  size_t tile, chunk; /* output pixels and channels at a time */
 } tiles_scratch;
 
-static size_t tiles_scratch_of(const qvanilla_conv* p, int packed, unsigned char* base, tiles_scratch* t) {
-  const size_t oc = (size_t)p->oc, K = (size_t)p->kh * p->kw * p->ic, kp = (K + KA - 1) / KA * KA;
-  const size_t tile = WIN / kp < TILE ? WIN / kp : TILE, chunk = (oc + QL - 1) / QL * QL < QCH ? (oc + QL - 1) / QL * QL : QCH;
+static size_t padded_k(const qvanilla_conv* p) { return ((size_t)p->kh * p->kw * p->ic + KA - 1) / KA * KA; }
+
+/* The layout of `tile` pixels and `chunk` channels (a multiple of QL) at a time, with the lanes'
+ * blocks (roomy) or without; its size. */
+static size_t tiles_layout(const qvanilla_conv* p, int packed, size_t tile, size_t chunk, int roomy,
+                           unsigned char* base, tiles_scratch* t) {
+  const size_t kp = padded_k(p);
   qvanilla_arena a = {base, 0};
+  t->tile = tile, t->chunk = chunk;
   t->win = qvanilla_take(&a, tile * kp * sizeof(int16_t));
   t->acc = qvanilla_take(&a, tile * chunk * sizeof(uint32_t));
   t->bias = qvanilla_take(&a, chunk * sizeof(uint32_t));
   t->sums = packed ? NULL : qvanilla_take(&a, chunk * sizeof(uint32_t));
-  t->blocks = qvanilla_take(&a, chunk / QL * QVANILLA_BLOCK_BYTES);
-  t->rows = qvanilla_take(&a, tile * QL * sizeof(uint32_t));
+  t->blocks = roomy ? qvanilla_take(&a, chunk / QL * QVANILLA_BLOCK_BYTES) : NULL;
+  t->rows = roomy ? qvanilla_take(&a, tile * QL * sizeof(uint32_t)) : NULL;
   t->quad = packed ? NULL : qvanilla_take(&a, OB * kp * sizeof(int16_t));
   return a.used;
+}
+
+/* The roomy layout: up to TILE windows of the window buffer's WIN entries, QCH channels. */
+static size_t roomy_tiles(const qvanilla_conv* p, int packed, unsigned char* base, tiles_scratch* t) {
+  const size_t kp = padded_k(p), widest = ((size_t)p->oc + QL - 1) / QL * QL;
+  return tiles_layout(p, packed, WIN / kp < TILE ? WIN / kp : TILE, widest < QCH ? widest : QCH, 1, base, t);
+}
+
+/* The layout that fits `size` bytes: the roomy one, else the lean one of the most channels at a time
+ * that leaves MIN_TILE pixels (QL channels if none does) and as many pixels as fit; its size, 0 if
+ * not even 2 pixels fit. */
+static size_t tiles_fit(const qvanilla_conv* p, int packed, size_t size, unsigned char* base, tiles_scratch* t) {
+  if (roomy_tiles(p, packed, NULL, t) <= size) return roomy_tiles(p, packed, base, t);
+  const size_t kp = padded_k(p), most = t->tile; /* the roomy layout's */
+  for (size_t chunk = t->chunk;; chunk -= QL) {
+    const size_t fixed = tiles_layout(p, packed, 0, chunk, 0, NULL, t), per_pixel = kp * 2 + chunk * 4;
+    size_t tile = size > fixed ? (size - fixed) / per_pixel : 0; /* the takes are multiples of 8 bytes */
+    tile = tile < most ? tile : most;
+    if (tile >= MIN_TILE || chunk == QL) return tile >= 2 ? tiles_layout(p, packed, tile, chunk, 0, base, t) : 0;
+  }
 }
 
 /* The windows' length beyond which the direct loops take over (its product fits 64 bits). */
@@ -368,9 +394,12 @@ static int short_windows(const qvanilla_conv* p) {
   return p->kh <= KMAX && p->kw <= KMAX && p->ic <= KMAX && (uint64_t)p->kh * p->kw * p->ic <= KMAX;
 }
 
-size_t qvanilla_dense_scratch(const qvanilla_conv* p, int packed) {
+size_t qvanilla_dense_scratch(const qvanilla_conv* p, int packed, size_t budget) {
   tiles_scratch t;
-  if (short_windows(p)) return tiles_scratch_of(p, packed, NULL, &t);
+  if (short_windows(p)) {
+    const size_t roomy = roomy_tiles(p, packed, NULL, &t), lean = budget > 0 ? tiles_fit(p, packed, budget, NULL, &t) : 0;
+    return budget == 0 || budget >= roomy ? roomy : lean > 0 ? lean : tiles_layout(p, packed, 2, QL, 0, NULL, &t);
+  }
   qvanilla_arena a = {NULL, 0};
   qvanilla_take(&a, packed ? 0 : (size_t)imin(p->oc, MAX_OC) * sizeof(uint32_t)); /* conv_plain_direct()'s row */
   return a.used;
@@ -384,23 +413,23 @@ size_t qvanilla_dense_scratch(const qvanilla_conv* p, int packed) {
  * channels' weights staying in L1 while the tile's windows stream), then the output rows.  A row
  * of accumulators holds the chunk's channels in blocks of QL, transposed (lane()). */
 static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t* raw, const qvanilla_channels* q,
-                       int8_t* output, const qvanilla_conv* p, void* scratch) {
+                       int8_t* output, const qvanilla_conv* p, void* scratch, size_t size) {
   tiles_scratch t;
-  tiles_scratch_of(p, packed != NULL, scratch, &t);
+  tiles_fit(p, packed != NULL, size, scratch, &t); /* size: at least the least layout's (qvanilla_check) */
   int16_t *win = t.win, *quad = t.quad;
   uint32_t *acc = t.acc, *bias = t.bias, *sums = t.sums, spare[QL];
   qblock* blocks = t.blocks;
   const size_t oc = (size_t)p->oc, K = (size_t)p->kh * p->kw * p->ic, kp = (K + KA - 1) / KA * KA;
   const size_t pixels = (size_t)p->oh * p->ow;
-  const size_t tile = WIN / kp < TILE ? WIN / kp : TILE; /* >= 2 */
+  const size_t tile = t.tile, chunk = t.chunk; /* >= 2, a multiple of QL */
 #ifdef QVANILLA_MVE /* the int8 path: its windows fit win, its weights rows (unused by the Helium output stage) */
   const size_t k16 = (K + K16 - 1) / K16 * K16;
-  const int int8 = packed != NULL && pixels >= TILE / 8 && OB * k16 <= tile * QL * sizeof(uint32_t) &&
+  const int int8 = packed != NULL && pixels >= TILE / 8 && t.rows != NULL && OB * k16 <= tile * QL * sizeof(uint32_t) &&
                    fit_int8(packed, (oc + OB - 1) / OB * OB * kp); /* a few pixels do not repay the scan */
   int8_t* wq = (int8_t*)t.rows;
 #endif
-  for (size_t c0 = 0; c0 < oc; c0 += QCH) {
-    const size_t nc = oc - c0 < QCH ? oc - c0 : QCH, stride = (nc + QL - 1) / QL * QL;
+  for (size_t c0 = 0; c0 < oc; c0 += chunk) {
+    const size_t nc = oc - c0 < chunk ? oc - c0 : chunk, stride = (nc + QL - 1) / QL * QL;
     for (size_t j = (nc + OB - 1) / OB * OB; j < stride; ++j) { /* lanes no dot2x4 writes */
       for (size_t i = 0; i < tile; ++i) acc[i * stride + j / QL * QL + lane(j % QL, 1)] = 0;
     }
@@ -448,11 +477,11 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
         for (size_t j = 0; j < nc; ++j) {
           bias[j] = (uint32_t)q->bias[c0 + j] - (packed == NULL ? sums[j] * (uint32_t)p->input_zp : 0);
         }
-        for (size_t j = 0; j < nc; j += QL) {
+        for (size_t j = 0; blocks != NULL && j < nc; j += QL) {
           qvanilla_block_setup(&blocks[j / QL], bias + j, q, c0 + j, nc - j < QL ? nc - j : QL, 1, p);
         }
       }
-      qvanilla_requant_rows(acc, stride, n, blocks, nc, output + first * oc + c0, oc, 1, p, t.rows);
+      qvanilla_requant_rows(acc, stride, n, blocks, bias, q, c0, nc, output + first * oc + c0, oc, 1, p, t.rows);
     }
   }
 }
@@ -531,7 +560,7 @@ qvanilla_status qvanilla_conv2d_s8(const qvanilla_context* ctx, const qvanilla_c
                                                 output_dims, output, PLAIN, &p, &q);
   if (status != QVANILLA_OK) return status;
   if (short_windows(&p)) {
-    conv_tiles(input, NULL, weights, &q, output, &p, ctx->buf);
+    conv_tiles(input, NULL, weights, &q, output, &p, ctx->buf, (size_t)ctx->size);
   } else {
     conv_plain_direct(input, weights, &q, output, &p, ctx->buf);
   }
@@ -549,7 +578,7 @@ qvanilla_status qvanilla_conv2d_packed_s8(const qvanilla_context* ctx, const qva
                                                 bias, output_dims, output, PACKED, &p, &q);
   if (status != QVANILLA_OK) return status;
   if (short_windows(&p)) {
-    conv_tiles(input, packed_weights, NULL, &q, output, &p, ctx->buf);
+    conv_tiles(input, packed_weights, NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
   } else {
     conv_packed_direct(input, packed_weights, &q, output, &p);
   }

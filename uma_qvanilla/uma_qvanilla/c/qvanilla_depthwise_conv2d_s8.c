@@ -168,29 +168,31 @@ static void copy_short(int8_t* dst, const int8_t* src, size_t n) {
 }
 
 /* Depthwise conv of the channels [c0, c0 + nc), nc <= DW_BLOCK, with weights w[t*ws + c - c0]
- * (int16, weight_zp subtracted; in [-128, 127] if paired: dw_pairs, whose excess the biases of
- * `blocks` take back) and the output stages `blocks` (folded biases).  Per output pixel and group
- * of up to DW_TAPS taps: pointers to the taps' input (at fixed offsets from the first tap's when
+ * (int16, weight_zp subtracted; in [-128, 127] if paired: dw_pairs, whose excess the biases
+ * d->bias take back) and the output stages d->blocks (roomy) or the table q.  Per output pixel and group
+ * of taps (d->group): pointers to the taps' input (at fixed offsets from the first tap's when
  * the window is inside the image, zp_row for taps outside it) and weights (an odd group gets a tap
  * of zero weights if paired), then CB channels at a time (the last nc % CB channels through
  * zero-padded copies of their inputs and weights) into a row of accumulators; the output stage
- * runs on up to DW_ACC / stride (at most TILE) consecutive pixels at a time. */
+ * runs on d->pixels consecutive pixels at a time. */
 /* The scratch of depthwise() and dw_block(), in order; base NULL: only the size. */
 typedef struct {
-  qblock* blocks;       /* the output stages of a block of channels */
+  qblock* blocks;       /* the output stages of a block of channels, roomy */
   uint32_t* bias;       /* block */
   int16_t* wbuf;        /* plain: taps * block int16 weights, if they fit DW_WBUF */
   uint32_t* acc;        /* dw_block's accumulators: pixels awaiting their output stage */
-  uint32_t* rows;       /* TILE * QL: qvanilla_requant_rows()' */
+  uint32_t* rows;       /* TILE * QL: qvanilla_requant_rows()', roomy */
+  uint32_t* pairs;      /* pair_words: the weights as SMLAD's pairs (the rows if roomy) */
   int8_t* zp_row;       /* block: what a tap outside the image reads */
   int16_t* zero_w;      /* block */
-  const int8_t** in;    /* DW_TAPS + 1 each: the taps' inputs and weights, and the tail's */
+  const int8_t** in;    /* group + 1 each: the taps' inputs and weights, and the tail's */
   const int16_t** wr;
   const int8_t** tail_in;
   const int16_t** tail_wr;
-  size_t* offset;       /* DW_TAPS */
-  int8_t* tail_x;       /* (DW_TAPS + 1) * CB */
-  int16_t* tail_w;      /* (DW_TAPS + 1) * CB */
+  size_t* offset;       /* group */
+  int8_t* tail_x;       /* (group + 1) * CB */
+  int16_t* tail_w;      /* (group + 1) * CB */
+  size_t block, pixels, group, pair_words; /* channels, pixels and taps at a time */
 } dw_scratch;
 
 /* Channels per block: DW_BLOCK, or for plain weights as many as fit wbuf (at least 1). */
@@ -205,37 +207,71 @@ static size_t block_of(const qvanilla_conv* p, int packed) {
   return block;
 }
 
-static size_t dw_scratch_of(const qvanilla_conv* p, int packed, unsigned char* base, dw_scratch* d) {
-  const size_t taps = (size_t)p->kh * p->kw, block = block_of(p, packed);
-  const size_t cb = (size_t)p->ic < block ? (size_t)p->ic : block, stride = (cb + CB - 1) / CB * CB;
-  const size_t taps_slots = (DW_TAPS + 1) * QVANILLA_POINTER_BYTES;
+enum { LEAN_TAPS = 16, PAIR_TAPS = 32 }; /* lean layouts: taps per group, most taps paired for SMLAD */
+
+/* The layout of blocks of `block` channels, `pixels` pixels and `group` taps at a time, roomy (the
+ * lanes' blocks, DW_TAPS taps) or lean; its size. */
+static size_t dw_layout(const qvanilla_conv* p, int packed, size_t block, size_t pixels, int roomy,
+                        unsigned char* base, dw_scratch* d) {
+  const size_t taps = (size_t)p->kh * p->kw, cb = (size_t)p->ic < block ? (size_t)p->ic : block;
+  const size_t stride = (cb + CB - 1) / CB * CB, group = roomy ? DW_TAPS : taps < LEAN_TAPS ? taps : LEAN_TAPS;
+  const size_t slots = (group + 1) * QVANILLA_POINTER_BYTES;
+  const int tails = roomy || p->ic % CB != 0 || cb % CB != 0; /* a block of channels not a multiple of CB */
   qvanilla_arena a = {base, 0};
-  d->blocks = qvanilla_take(&a, (cb + QL - 1) / QL * QVANILLA_BLOCK_BYTES);
+  d->block = block, d->pixels = pixels, d->group = group;
+  d->blocks = roomy ? qvanilla_take(&a, (cb + QL - 1) / QL * QVANILLA_BLOCK_BYTES) : NULL;
   d->bias = qvanilla_take(&a, cb * sizeof(uint32_t));
   d->wbuf = qvanilla_take(&a, !packed && taps * cb <= DW_WBUF ? taps * cb * sizeof(int16_t) : 0);
-  d->acc = qvanilla_take(&a, (stride * TILE < DW_ACC ? stride * TILE : DW_ACC) * sizeof(uint32_t));
-  d->rows = qvanilla_take(&a, TILE * QL * sizeof(uint32_t));
+  d->acc = qvanilla_take(&a, pixels * stride * sizeof(uint32_t));
+  d->rows = roomy ? qvanilla_take(&a, TILE * QL * sizeof(uint32_t)) : NULL;
+  d->pair_words = roomy ? TILE * QL : taps <= PAIR_TAPS ? (taps + 1) / 2 * ((cb + 3) / 4 * 4) : 0;
+  d->pairs = roomy ? d->rows : qvanilla_take(&a, d->pair_words * sizeof(uint32_t));
   d->zp_row = qvanilla_take(&a, cb);
   d->zero_w = qvanilla_take(&a, cb * sizeof(int16_t));
-  d->in = qvanilla_take(&a, taps_slots);
-  d->wr = qvanilla_take(&a, taps_slots);
-  d->tail_in = qvanilla_take(&a, taps_slots);
-  d->tail_wr = qvanilla_take(&a, taps_slots);
-  d->offset = qvanilla_take(&a, DW_TAPS * QVANILLA_POINTER_BYTES);
-  d->tail_x = qvanilla_take(&a, (DW_TAPS + 1) * CB);
-  d->tail_w = qvanilla_take(&a, (DW_TAPS + 1) * CB * sizeof(int16_t));
+  d->in = qvanilla_take(&a, slots);
+  d->wr = qvanilla_take(&a, slots);
+  d->tail_in = qvanilla_take(&a, tails ? slots : 0);
+  d->tail_wr = qvanilla_take(&a, tails ? slots : 0);
+  d->offset = qvanilla_take(&a, group * QVANILLA_POINTER_BYTES);
+  d->tail_x = qvanilla_take(&a, tails ? (group + 1) * CB : 0);
+  d->tail_w = qvanilla_take(&a, tails ? (group + 1) * CB * sizeof(int16_t) : 0);
   return a.used;
 }
 
-size_t qvanilla_depthwise_scratch(const qvanilla_conv* p, int packed) {
-  dw_scratch d;
-  return dw_scratch_of(p, packed, NULL, &d);
+/* The roomy layout: the accumulators of up to TILE pixels within DW_ACC. */
+static size_t dw_roomy(const qvanilla_conv* p, int packed, unsigned char* base, dw_scratch* d) {
+  const size_t block = block_of(p, packed), cb = (size_t)p->ic < block ? (size_t)p->ic : block;
+  const size_t stride = (cb + CB - 1) / CB * CB;
+  return dw_layout(p, packed, block, DW_ACC / stride < TILE ? DW_ACC / stride : TILE, 1, base, d);
 }
 
-static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qblock* blocks, int8_t* output,
+/* The layout that fits `size` bytes: the roomy one, else the lean one of the most channels at a time
+ * (a multiple of CB) that leaves MIN_TILE pixels (CB channels if none does) and as many pixels as
+ * fit, up to TILE; its size, 0 if not even one pixel fits. */
+static size_t dw_fit(const qvanilla_conv* p, int packed, size_t size, unsigned char* base, dw_scratch* d) {
+  if (dw_roomy(p, packed, NULL, d) <= size) return dw_roomy(p, packed, base, d);
+  const size_t widest = (size_t)p->ic < d->block ? (size_t)p->ic : d->block; /* the roomy layout's */
+  for (size_t block = widest;; block = block > CB ? (block - 1) / CB * CB : block) {
+    const size_t fixed = dw_layout(p, packed, block, 0, 0, NULL, d), per_pixel = (block + CB - 1) / CB * CB * 4;
+    size_t pixels = size > fixed ? (size - fixed) / per_pixel : 0; /* the takes are multiples of 8 bytes */
+    pixels = pixels < TILE ? pixels : TILE;
+    if (pixels >= MIN_TILE || block <= CB) return pixels >= 1 ? dw_layout(p, packed, block, pixels, 0, base, d) : 0;
+  }
+}
+
+size_t qvanilla_depthwise_scratch(const qvanilla_conv* p, int packed, size_t budget) {
+  dw_scratch d;
+  const size_t roomy = dw_roomy(p, packed, NULL, &d), widest = (size_t)p->ic < d.block ? (size_t)p->ic : d.block;
+  const size_t lean = budget > 0 ? dw_fit(p, packed, budget, NULL, &d) : 0;
+  return budget == 0 || budget >= roomy ? roomy
+         : lean > 0                     ? lean
+                                        : dw_layout(p, packed, widest < CB ? widest : CB, 1, 0, NULL, &d); /* the least */
+}
+
+static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qvanilla_channels* q, int8_t* output,
                      size_t c0, size_t nc, int paired, const qvanilla_conv* p, const dw_scratch* d) {
   const size_t channels = (size_t)p->ic, taps = (size_t)p->kh * p->kw, full = nc - nc % CB, rest = nc - full;
-  const size_t stride = (nc + CB - 1) / CB * CB, pixels = DW_ACC / stride < TILE ? DW_ACC / stride : TILE; /* >= 1 */
+  const size_t stride = (nc + CB - 1) / CB * CB, pixels = d->pixels, group = d->group; /* >= 1 */
   int8_t* zp_row = d->zp_row;
   int16_t* zero_w = d->zero_w;
   const int8_t** in = d->in;
@@ -250,9 +286,9 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qbl
   const uint32_t* pairs = NULL; /* the weights as SMLAD's pairs, if they fit the scratch of the lanes' rows */
 #if defined(QVANILLA_SMLAD) && !defined(QVANILLA_MVE)
   const size_t P = (taps + 1) / 2;
-  if (!paired && P * ((nc + 3) / 4 * 4) <= TILE * QL) { /* rows: unused on microcontrollers (requant_columns) */
-    pair_weights(d->rows, w, ws, taps, nc);
-    pairs = d->rows;
+  if (!paired && P * ((nc + 3) / 4 * 4) <= d->pair_words) {
+    pair_weights(d->pairs, w, ws, taps, nc);
+    pairs = d->pairs;
   }
 #endif
   for (size_t c = 0; c < nc; ++c) {
@@ -264,15 +300,15 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qbl
 #else
   const int tails = rest != 0 && pairs == NULL; /* the last nc % CB channels through copies (dw_taps, dw_pairs) */
 #endif
-  for (int t = 0; tails && t <= DW_TAPS; ++t) {
-    tail_in[t] = tail_x + (size_t)t * CB;
-    tail_wr[t] = tail_w + (size_t)t * CB;
+  for (size_t t = 0; tails && t <= group; ++t) {
+    tail_in[t] = tail_x + t * CB;
+    tail_wr[t] = tail_w + t * CB;
   }
-  for (size_t i = 0; tails && i < (DW_TAPS + 1) * CB; ++i) {
+  for (size_t i = 0; tails && i < (group + 1) * CB; ++i) {
     tail_x[i] = 0;
     tail_w[i] = 0;
   }
-  for (size_t t = 0; t < taps && t < DW_TAPS; ++t) {
+  for (size_t t = 0; t < taps && t < group; ++t) {
     offset[t] = ((t / (size_t)p->kw) * (size_t)p->iw + t % (size_t)p->kw) * channels;
   }
   const size_t total = (size_t)p->oh * p->ow;
@@ -283,8 +319,8 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qbl
       const int32_t iy0 = y * p->stride_h - p->pad_top, ix0 = x * p->stride_w - p->pad_left; /* fit: extent_ok() */
       const int inside = iy0 >= 0 && iy0 <= p->ih - p->kh && ix0 >= 0 && ix0 <= p->iw - p->kw;
       uint32_t* row = acc + i * stride;
-      for (size_t t0 = 0; t0 < taps; t0 += DW_TAPS) {
-        int nt = taps - t0 < DW_TAPS ? (int)(taps - t0) : DW_TAPS;
+      for (size_t t0 = 0; t0 < taps; t0 += group) {
+        int nt = (int)(taps - t0 < group ? taps - t0 : group);
         if (inside && t0 == 0) {
           const int8_t* corner = input + ((size_t)iy0 * p->iw + (size_t)ix0) * channels + c0;
           for (int t = 0; t < nt; ++t) in[t] = corner + offset[t];
@@ -338,7 +374,8 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qbl
         ++y;
       }
     }
-    qvanilla_requant_rows(acc, stride, np, blocks, nc, output + first * channels + c0, channels, 0, p, d->rows);
+    qvanilla_requant_rows(acc, stride, np, d->blocks, d->bias, q, c0, nc, output + first * channels + c0, channels, 0, p,
+                          d->rows);
   }
 }
 
@@ -372,10 +409,11 @@ static int pairable(const int16_t* w, size_t ws, size_t taps, size_t nc) {
 
 /* packed: [tap][channel] int16 with folded biases; else raw [tap][channel] int8 and weight_zp. */
 static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* raw, const qvanilla_channels* q,
-                      int8_t* output, const qvanilla_conv* p, void* scratch) {
-  const size_t channels = (size_t)p->ic, taps = (size_t)p->kh * p->kw, block = block_of(p, packed != NULL);
+                      int8_t* output, const qvanilla_conv* p, void* scratch, size_t size) {
+  const size_t channels = (size_t)p->ic, taps = (size_t)p->kh * p->kw;
   dw_scratch d;
-  dw_scratch_of(p, packed != NULL, scratch, &d);
+  dw_fit(p, packed != NULL, size, scratch, &d); /* size: at least the least layout's (qvanilla_check) */
+  const size_t block = d.block;
   qblock* blocks = d.blocks;
   uint32_t* bias = d.bias;
   int16_t* wbuf = d.wbuf;
@@ -397,15 +435,15 @@ static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* 
       const int16_t* w = packed != NULL ? packed + c0 : wbuf;
       const size_t ws = packed != NULL ? channels : nc;
       const int paired = pairable(w, ws, taps, nc);
-      if (paired) { /* dw_pairs' excess: 32767 per pair of taps of each group of DW_TAPS */
-        const size_t groups = taps / DW_TAPS, last = taps % DW_TAPS;
-        const uint32_t excess = 32767u * (uint32_t)(groups * (DW_TAPS / 2) + (last + 1) / 2);
+      if (paired) { /* dw_pairs' excess: 32767 per pair of taps of each group (an odd one padded) */
+        const size_t groups = taps / d.group, last = taps % d.group;
+        const uint32_t excess = 32767u * (uint32_t)(groups * ((d.group + 1) / 2) + (last + 1) / 2);
         for (size_t c = 0; c < nc; ++c) bias[c] -= excess;
       }
-      for (size_t c = 0; c < nc; c += QL) {
+      for (size_t c = 0; blocks != NULL && c < nc; c += QL) {
         qvanilla_block_setup(&blocks[c / QL], bias + c, q, c0 + c, nc - c < QL ? nc - c : QL, 0, p);
       }
-      dw_block(input, w, ws, blocks, output, c0, nc, paired, p, &d);
+      dw_block(input, w, ws, q, output, c0, nc, paired, p, &d);
       continue;
     }
     /* More than DW_WBUF taps: one channel at a time, its weights in turns of DW_WBUF taps. */
@@ -441,7 +479,7 @@ qvanilla_status qvanilla_depthwise_conv2d_s8(const qvanilla_context* ctx, const 
   const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, weights, bias,
                                                 output_dims, output, DEPTHWISE, &p, &q);
   if (status != QVANILLA_OK) return status;
-  depthwise(input, NULL, weights, &q, output, &p, ctx->buf);
+  depthwise(input, NULL, weights, &q, output, &p, ctx->buf, (size_t)ctx->size);
   return QVANILLA_OK;
 }
 
@@ -456,6 +494,6 @@ qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx,
   const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, packed_weights,
                                                 bias, output_dims, output, DEPTHWISE_PACKED, &p, &q);
   if (status != QVANILLA_OK) return status;
-  depthwise(input, packed_weights, NULL, &q, output, &p, ctx->buf);
+  depthwise(input, packed_weights, NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
   return QVANILLA_OK;
 }

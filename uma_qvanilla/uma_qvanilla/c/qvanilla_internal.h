@@ -177,8 +177,9 @@ typedef struct {
 qchan qvanilla_channel(const qvanilla_channels* q, size_t o, uint32_t bias, int32_t rounding);
 void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channels* q, size_t o0, size_t n,
                           int transposed, const qvanilla_conv* p);
-void qvanilla_requant_rows(const uint32_t* acc, size_t stride, size_t rows, const qblock* blocks, size_t n,
-                           int8_t* out, size_t ostride, int transposed, const qvanilla_conv* p, uint32_t* o);
+void qvanilla_requant_rows(const uint32_t* acc, size_t stride, size_t rows, const qblock* blocks, const uint32_t* bias,
+                           const qvanilla_channels* q, size_t o0, size_t n, int8_t* out, size_t ostride,
+                           int transposed, const qvanilla_conv* p, uint32_t* o);
 /* The lane of a block holding channel j of the block: j, or in the transposed order of dense
  * convs' accumulator rows, 4 * (j % 4) + j / 4 (see pack_row). */
 static inline size_t lane(size_t j, int transposed) { return transposed ? 4 * (j % 4) + j / 4 : j; }
@@ -214,10 +215,17 @@ static inline void* qvanilla_take(qvanilla_arena* a, size_t bytes) {
   return at;
 }
 
-/* The scratch each engine needs (in bytes), by kind; p holds the checked sizes. */
-size_t qvanilla_dense_scratch(const qvanilla_conv* p, int packed);
-size_t qvanilla_depthwise_scratch(const qvanilla_conv* p, int packed);
-/* The entries' _get_buffer_size: the scratch of `kind` for these dims, 0 if they are rejected. */
+/* Scratch layouts.  Each engine cuts the scratch it is given (ctx->size bytes) in the best layout
+ * that fits: the roomy one (tiles of up to TILE pixels, the lanes' output-stage blocks) if it
+ * fits, else a lean one (no blocks, smaller tiles, fewer channels at a time), whose results are
+ * the same.  The scratch of a layout for a budget (bytes): the roomy one's size if budget is 0 or
+ * at least that, else the largest lean one within the budget, or the smallest lean one if none
+ * fits (budget 1: the least the entry accepts).  p holds the checked sizes. */
+enum { MIN_TILE = 8 }; /* lean layouts trade channels at a time for at least this many pixels */
+size_t qvanilla_dense_scratch(const qvanilla_conv* p, int packed, size_t budget);
+size_t qvanilla_depthwise_scratch(const qvanilla_conv* p, int packed, size_t budget);
+/* The entries' _get_buffer_size: the scratch of `kind` for these dims within QVANILLA_SCRATCH_BUDGET,
+ * 0 if they are rejected. */
 int32_t qvanilla_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims, int kind);
 
 #endif /* QVANILLA_INTERNAL_H_ */

@@ -52,6 +52,7 @@ qchan qvanilla_channel(const qvanilla_channels* c, size_t o, uint32_t bias, int3
  * (K = 2^30 if R = 31), again monotonic.  s * M grows with v, so the lanes take the second K from
  * one v on: v >= vt adds delta = 2^(31 + d) to C (C computed with K(s0); delta = 0 where every
  * s * M in [L, H] is on the side of s0). */
+#ifndef QVANILLA_MCU /* the lanes' set-up: hosts only */
 /* K: what r(s) adds to sm = s * multiplier before the shift, upward or TFLite's (right >= 31). */
 static int64_t rounding_term(int64_t sm, int right, int tflite) {
   if (!tflite) return (int64_t)1 << (right - 1);
@@ -155,21 +156,23 @@ static int lanes_setup(qblock* b, const qvanilla_channels* c, size_t o0, size_t 
   return 1;
 }
 
+#endif
+
 void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channels* c, size_t o0, size_t n,
                           int transposed, const qvanilla_conv* p) {
 #ifdef QVANILLA_MCU
-  const int vector_lanes = 0; /* requant_columns() (Helium: requant_vectors()) take qc */
+  (void)b, (void)bias, (void)c, (void)o0, (void)n, (void)transposed, (void)p; /* requant_columns() (Helium:
+  requant_vectors()) make each channel's parameters as they run */
 #else
-  const int vector_lanes = 1;
-#endif
   for (size_t j = 0; j < QL; ++j) b->bias[lane(j, transposed)] = j < n ? bias[j] : 0;
   /* The lanes' set-up costs about as much per channel as finish() does on a few outputs: a layer
    * of few pixels takes finish() (its outputs are the same); qc only where finish() runs */
-  if (vector_lanes && (int64_t)p->oh * p->ow > FEW_PIXELS && lanes_setup(b, c, o0, n, transposed, p)) return;
+  if ((int64_t)p->oh * p->ow > FEW_PIXELS && lanes_setup(b, c, o0, n, transposed, p)) return;
   b->right = 0; /* finish() (finish_tflite()) with qc */
   for (size_t j = 0; j < QL; ++j) {
     b->qc[j] = qvanilla_channel(c, o0 + (j < n ? j : 0), j < n ? bias[j] : 0, p->rounding);
   }
+#endif
 }
 
 /* o[i * QL + l] = 128 + the output of lane l of row i (acc + i * stride), in [0, 255], i < rows:
@@ -227,8 +230,9 @@ static ALWAYS_INLINE void pack_row(const uint32_t* restrict o, int8_t* restrict 
 /* floor(x / 2^n) for 0 <= n < 32 (see kit_floor_shift()) */
 static int32_t floor_shift32(int32_t x, int n) { return x < 0 ? ~(~x >> n) : x >> n; }
 
-/* out[i * ostride + j] = finish_any(acc[i * stride + lane(j)]) for the nb channels of block b and
- * i < rows, a channel at a time so that its parameters stay in registers.  For the usual shifts,
+/* out[i * ostride + j] = finish_any(acc[i * stride + lane(j)]) for the nb channels o0 + j of the
+ * table c (biases bias[j]) and i < rows, a channel at a time so that its parameters stay in
+ * registers (made from the table here: about as many instructions as loading them ready-made).  For the usual shifts,
  * in 32-bit words (x = sum + bias, ab = x * multiplier, and the output zero point added before the
  * last shift, where it cannot overflow):
  *  - upward, right = 31 - shift in [33, 54] (n = right - 32 in [1, 22]):
@@ -239,12 +243,12 @@ static int32_t floor_shift32(int32_t x, int n) { return x < 0 ? ~(~x >> n) : x >
  *    SMLAL), less 2^31 if u < 0 (its high word's sign), then 2^(n-2) added to the high word, whose
  *    floor(/ 2^(n-1)) it is;
  * other shifts take finish() (finish_tflite()). */
-static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, size_t rows, const qblock* b, size_t nb,
-                                          int8_t* out, size_t ostride, int transposed, const qvanilla_conv* p,
-                                          int tflite) {
+static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, size_t rows, const uint32_t* bias,
+                                          const qvanilla_channels* c, size_t o0, size_t nb, int8_t* out,
+                                          size_t ostride, int transposed, const qvanilla_conv* p, int tflite) {
   const int32_t lo = p->act_min, hi = p->act_max, zp = p->output_zp;
   for (size_t j = 0; j < nb; ++j) {
-    const qchan q = b->qc[j];
+    const qchan q = qvanilla_channel(c, o0 + j, bias[j], p->rounding);
     const uint32_t* a = acc + lane(j, transposed);
     int8_t* o = out + j;
     const int32_t multiplier = (int32_t)q.multiplier; /* an int32 of the table */
@@ -310,8 +314,9 @@ static ALWAYS_INLINE void vector_rows(const uint32_t* a, size_t stride, size_t r
   }
 }
 
-static void requant_vectors(const uint32_t* acc, size_t stride, size_t rows, const qblock* b, size_t nb, int8_t* out,
-                            size_t ostride, int transposed, const qvanilla_conv* p) {
+static void requant_vectors(const uint32_t* acc, size_t stride, size_t rows, const uint32_t* biases,
+                            const qvanilla_channels* c, size_t o0, size_t nb, int8_t* out, size_t ostride,
+                            int transposed, const qvanilla_conv* p) {
   const int tflite = p->rounding == QVANILLA_ROUNDING_TFLITE;
   const int32x4_t lo = vdupq_n_s32(p->act_min - p->output_zp), hi = vdupq_n_s32(p->act_max - p->output_zp);
   for (size_t g = 0; g < QL / 4; ++g) {
@@ -320,7 +325,7 @@ static void requant_vectors(const uint32_t* acc, size_t stride, size_t rows, con
     int vectors = 1;
     for (size_t k = 0; k < 4; ++k) {
       const size_t j = transposed ? 4 * k + g : 4 * g + k; /* lane 4g + k holds channel j (lane()) */
-      const qchan q = b->qc[j < nb ? j : 0];
+      const qchan q = qvanilla_channel(c, o0 + (j < nb ? j : 0), biases[j < nb ? j : 0], p->rounding);
       const int n = q.right - 31;
       vectors = vectors && (tflite || n >= 1);
       bias[k] = kit_wrapped(q.bias), multiplier[k] = (int32_t)q.multiplier, left[k] = q.left, right[k] = -n;
@@ -333,8 +338,9 @@ static void requant_vectors(const uint32_t* acc, size_t stride, size_t rows, con
       const int64_t l = p->act_min - p->output_zp, h = p->act_max - p->output_zp;
       for (size_t k = 0; k < 4; ++k) {
         const size_t j = transposed ? 4 * k + g : 4 * g + k;
+        const qchan q = qvanilla_channel(c, o0 + (j < nb ? j : 0), biases[j < nb ? j : 0], p->rounding);
         for (size_t i = 0; j < nb && i < rows; ++i) {
-          out[i * ostride + j] = finish_any(acc[i * stride + lane(j, transposed)], &b->qc[j], l, h, p);
+          out[i * ostride + j] = finish_any(acc[i * stride + lane(j, transposed)], &q, l, h, p);
         }
       }
       continue;
@@ -356,45 +362,45 @@ static void requant_vectors(const uint32_t* acc, size_t stride, size_t rows, con
 }
 #endif
 
-/* The output stage of `rows` <= TILE rows of accumulators of n channels, row i at acc + i * stride
- * (in blocks of QL: channel j in blocks[j / QL], at j / QL * QL + lane(j % QL)), into
- * out + i * ostride; o: scratch of rows * QL words. */
-void qvanilla_requant_rows(const uint32_t* acc, size_t stride, size_t rows, const qblock* blocks, size_t n,
-                           int8_t* out, size_t ostride, int transposed, const qvanilla_conv* p, uint32_t* o) {
+/* The output stage of `rows` <= TILE rows of accumulators of the n channels o0 .. o0 + n - 1 of the
+ * table q, row i at acc + i * stride (in blocks of QL: channel j at j / QL * QL + lane(j % QL)),
+ * into out + i * ostride; bias[j]: channel o0 + j's bias (input zero point folded in).  blocks:
+ * their output stages (qvanilla_block_setup(), blocks[j / QL] for channel j) with o, scratch of
+ * rows * QL words; or NULL (a scratch too small for them): each channel's parameters made as it
+ * runs, as microcontrollers always do. */
+void qvanilla_requant_rows(const uint32_t* acc, size_t stride, size_t rows, const qblock* blocks, const uint32_t* bias,
+                           const qvanilla_channels* q, size_t o0, size_t n, int8_t* out, size_t ostride,
+                           int transposed, const qvanilla_conv* p, uint32_t* o) {
   const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
-  for (size_t j0 = 0; j0 < n; j0 += QL, ++blocks) {
+  for (size_t j0 = 0; j0 < n; j0 += QL) {
     const size_t nb = n - j0 < QL ? n - j0 : QL;
 #if defined(QVANILLA_MVE)
-    requant_vectors(acc + j0, stride, rows, blocks, nb, out + j0, ostride, transposed, p);
+    requant_vectors(acc + j0, stride, rows, bias + j0, q, o0 + j0, nb, out + j0, ostride, transposed, p);
     continue;
 #elif defined(QVANILLA_MCU)
     if (p->rounding == QVANILLA_ROUNDING_TFLITE) {
-      requant_columns(acc + j0, stride, rows, blocks, nb, out + j0, ostride, transposed, p, 1);
+      requant_columns(acc + j0, stride, rows, bias + j0, q, o0 + j0, nb, out + j0, ostride, transposed, p, 1);
     } else {
-      requant_columns(acc + j0, stride, rows, blocks, nb, out + j0, ostride, transposed, p, 0);
+      requant_columns(acc + j0, stride, rows, bias + j0, q, o0 + j0, nb, out + j0, ostride, transposed, p, 0);
     }
     continue;
 #endif
-    if (blocks->right == 0 && p->rounding == QVANILLA_ROUNDING_TFLITE) {
-      for (size_t i = 0; i < rows; ++i) {
-        for (size_t j = 0; j < nb; ++j) {
-          out[i * ostride + j0 + j] = finish_tflite(acc[i * stride + j0 + lane(j, transposed)], &blocks->qc[j], lo,
-                                                    hi, p->output_zp);
+    const qblock* b = blocks != NULL ? blocks + j0 / QL : NULL;
+    if (b == NULL || b->right == 0) { /* finish() a channel at a time */
+      for (size_t j = 0; j < nb; ++j) {
+        const qchan c = b != NULL ? b->qc[j] : qvanilla_channel(q, o0 + j0 + j, bias[j0 + j], p->rounding);
+        const uint32_t* a = acc + j0 + lane(j, transposed);
+        int8_t* column = out + j0 + j;
+        if (p->rounding == QVANILLA_ROUNDING_TFLITE) {
+          for (size_t i = 0; i < rows; ++i) column[i * ostride] = finish_tflite(a[i * stride], &c, lo, hi, p->output_zp);
+        } else {
+          for (size_t i = 0; i < rows; ++i) column[i * ostride] = finish(a[i * stride], &c, lo, hi, p->output_zp);
         }
       }
       continue;
     }
-    if (blocks->right == 0) {
-      for (size_t i = 0; i < rows; ++i) {
-        for (size_t j = 0; j < nb; ++j) {
-          out[i * ostride + j0 + j] = finish(acc[i * stride + j0 + lane(j, transposed)], &blocks->qc[j], lo, hi,
-                                             p->output_zp);
-        }
-      }
-      continue;
-    }
-    if (p->rounding == QVANILLA_ROUNDING_TFLITE) requant_lanes_tflite(acc + j0, stride, rows, blocks, o);
-    else requant_lanes(acc + j0, stride, rows, blocks, o);
+    if (p->rounding == QVANILLA_ROUNDING_TFLITE) requant_lanes_tflite(acc + j0, stride, rows, b, o);
+    else requant_lanes(acc + j0, stride, rows, b, o);
     for (size_t i = 0; i < rows; ++i) {
       if (nb == QL) {
         pack_row(o + i * QL, out + i * ostride + j0, transposed);
@@ -406,4 +412,3 @@ void qvanilla_requant_rows(const uint32_t* acc, size_t stride, size_t rows, cons
     }
   }
 }
-
