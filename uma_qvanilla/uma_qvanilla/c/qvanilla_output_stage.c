@@ -243,26 +243,27 @@ static int32_t floor_shift32(int32_t x, int n) { return x < 0 ? ~(~x >> n) : x >
  *    SMLAL), less 2^31 if u < 0 (its high word's sign), then 2^(n-2) added to the high word, whose
  *    floor(/ 2^(n-1)) it is;
  * other shifts take finish() (finish_tflite()). */
-static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, size_t rows, const uint32_t* bias,
+static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, size_t rows, const uint32_t* biases,
                                           const qvanilla_channels* c, size_t o0, size_t nb, int8_t* out,
                                           size_t ostride, int transposed, const qvanilla_conv* p, int tflite) {
   const int32_t lo = p->act_min, hi = p->act_max, zp = p->output_zp;
   for (size_t j = 0; j < nb; ++j) {
-    const qchan q = qvanilla_channel(c, o0 + j, bias[j], p->rounding);
+    const int32_t shift = c->shift[o0 + j], multiplier = c->multiplier[o0 + j];
+    const int right = tflite ? 31 + (shift < 0 ? -shift : 0) : 31 - shift; /* qvanilla_channel()'s */
     const uint32_t* a = acc + lane(j, transposed);
     int8_t* o = out + j;
-    const int32_t multiplier = (int32_t)q.multiplier; /* an int32 of the table */
-    if (q.right < 33 || q.right > 54) {
+    if (right < 33 || right > 54) {
+      const qchan q = qvanilla_channel(c, o0 + j, biases[j], p->rounding);
       for (size_t i = 0; i < rows; ++i) {
         o[i * ostride] = tflite ? finish_tflite(a[i * stride], &q, lo - zp, hi - zp, zp)
                                 : finish(a[i * stride], &q, lo - zp, hi - zp, zp);
       }
       continue;
     }
-    const int n = q.right - (tflite ? 31 : 32); /* the last shift, +1 for TFLite's */
-    const int32_t bias = kit_wrapped(q.bias), up = (int32_t)1 << (tflite ? n - 2 : n - 1);
+    const int n = right - (tflite ? 31 : 32); /* the last shift, +1 for TFLite's */
+    const int32_t bias = kit_wrapped(biases[j]), up = (int32_t)1 << (tflite ? n - 2 : n - 1);
     const int32_t add = up + zp * ((int32_t)1 << (tflite ? n - 1 : n)); /* |add| <= 2^29 + 2^21 */
-    const int shift = tflite ? n - 1 : n;
+    const int last = tflite ? n - 1 : n;
     for (const int8_t* end = o + rows * ostride; o != end; o += ostride, a += stride) {
       const int64_t ab = (int64_t)kit_wrapped(*a + (uint32_t)bias) * multiplier;
       int64_t t = ab;
@@ -270,7 +271,7 @@ static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, si
         t = ab + ((int64_t)1 << 30);
         t -= t < 0 ? (int64_t)1 << 31 : 0;
       }
-      int32_t r = floor_shift32(kit_wrapped((uint32_t)((uint64_t)t >> 32)) + add, shift);
+      int32_t r = floor_shift32(kit_wrapped((uint32_t)((uint64_t)t >> 32)) + add, last);
       r = r < lo ? lo : r;
       r = r > hi ? hi : r;
       *(int8_t*)o = (int8_t)r;
@@ -319,36 +320,33 @@ static void requant_vectors(const uint32_t* acc, size_t stride, size_t rows, con
                             int transposed, const qvanilla_conv* p) {
   const int tflite = p->rounding == QVANILLA_ROUNDING_TFLITE;
   const int32x4_t lo = vdupq_n_s32(p->act_min - p->output_zp), hi = vdupq_n_s32(p->act_max - p->output_zp);
+  const uint32x4_t k = vidupq_n_u32(0, 1); /* 0, 1, 2, 3 */
   for (size_t g = 0; g < QL / 4; ++g) {
-    int32_t bias[4], multiplier[4], left[4], right[4], fix[4];
-    uint32_t offset[4];
-    int vectors = 1;
-    for (size_t k = 0; k < 4; ++k) {
-      const size_t j = transposed ? 4 * k + g : 4 * g + k; /* lane 4g + k holds channel j (lane()) */
-      const qchan q = qvanilla_channel(c, o0 + (j < nb ? j : 0), biases[j < nb ? j : 0], p->rounding);
-      const int n = q.right - 31;
-      vectors = vectors && (tflite || n >= 1);
-      bias[k] = kit_wrapped(q.bias), multiplier[k] = (int32_t)q.multiplier, left[k] = q.left, right[k] = -n;
-      fix[k] = tflite && n > 0 ? -1 : 0;
-      offset[k] = (uint32_t)j;
-    }
-    const uint32x4_t offsets = vld1q_u32(offset);
+    /* lane 4g + k holds channel j (lane()): its parameters gathered, four lanes at a time (a tile
+     * of few pixels repeats this for every group) */
+    const uint32x4_t offsets = transposed ? vaddq_n_u32(vshlq_n_u32(k, 2), (uint32_t)g) : vaddq_n_u32(k, 4 * (uint32_t)g);
     const mve_pred16_t active = vcmphiq_u32(vdupq_n_u32((uint32_t)nb), offsets); /* j < nb */
-    if (!vectors) { /* finish() on these lanes' channels */
+    const int32x4_t vb = vldrwq_gather_shifted_offset_z_s32((const int32_t*)biases, offsets, active);
+    const int32x4_t vm = vldrwq_gather_shifted_offset_z_s32(c->multiplier + o0, offsets, active);
+    const int32x4_t shift = vldrwq_gather_shifted_offset_z_s32(c->shift + o0, offsets, active);
+    /* qvanilla_channel()'s left and 31 - right: TFLite max(shift, 0) and min(shift, 0), upward 0 and shift */
+    const int32x4_t vl = tflite ? vmaxq_s32(shift, vdupq_n_s32(0)) : vdupq_n_s32(0);
+    const int32x4_t vr = tflite ? vminq_s32(shift, vdupq_n_s32(0)) : shift;
+    const int32x4_t vf = vshrq_n_s32(shift, 31); /* TFLite: -1 where n = -shift > 0 */
+    const int negative = vmaxvq_p_s32(INT32_MIN, shift, active) <= -1; /* every lane's shift below 0 */
+    if (!tflite && !negative) { /* finish() on these lanes' channels */
       const int64_t l = p->act_min - p->output_zp, h = p->act_max - p->output_zp;
-      for (size_t k = 0; k < 4; ++k) {
-        const size_t j = transposed ? 4 * k + g : 4 * g + k;
-        const qchan q = qvanilla_channel(c, o0 + (j < nb ? j : 0), biases[j < nb ? j : 0], p->rounding);
-        for (size_t i = 0; j < nb && i < rows; ++i) {
+      for (size_t i4 = 0; i4 < 4; ++i4) {
+        const size_t j = transposed ? 4 * i4 + g : 4 * g + i4;
+        if (j >= nb) continue;
+        const qchan q = qvanilla_channel(c, o0 + j, biases[j], p->rounding);
+        for (size_t i = 0; i < rows; ++i) {
           out[i * ostride + j] = finish_any(acc[i * stride + lane(j, transposed)], &q, l, h, p);
         }
       }
       continue;
     }
-    const int32x4_t vb = vld1q_s32(bias), vm = vld1q_s32(multiplier), vl = vld1q_s32(left), vr = vld1q_s32(right);
-    const int32x4_t vf = vld1q_s32(fix);
-    const int plain = left[0] == 0 && left[1] == 0 && left[2] == 0 && left[3] == 0 && fix[0] && fix[1] && fix[2] &&
-                      fix[3]; /* shift < 0 on every lane: no left shift, every lane rounds away from zero */
+    const int plain = negative; /* TFLite: no left shift, every lane rounds away from zero */
     const uint32_t* a = acc + 4 * g;
     if (!tflite) {
       vector_rows(a, stride, rows, out, ostride, offsets, active, vb, vm, vl, vr, vf, lo, hi, p->output_zp, UPWARD);
