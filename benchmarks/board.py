@@ -40,6 +40,8 @@ NETWORKS = {  # name: input shapes, backends beside plain TVM
 }
 TARGETS = {"vanilla": "vanilla_accelerator", "qvanilla": "qvanilla", "strawberry": "strawberry",
            "chocolate": "chocolate", "plain": "c"}
+# compiled for a microcontroller: QVanilla's calls take at most 4 KB of scratch each (c/qvanilla.h)
+OPTIONS = {"qvanilla": ["--target-qvanilla-scratch_budget=4096"]}
 SRAM = 256 * 1024
 BEGIN, END = "<!-- board table: benchmarks/board.py writes from here -->", "<!-- end of the board table -->"
 ENGINES_BEGIN = "<!-- engines board table: benchmarks/board.py --engines writes from here -->"
@@ -50,8 +52,8 @@ RELAX_ENGINE = ROOT / ".venv-relax" / "bin" / "tvm-extension"  # made by scripts
 def compile_mlf(net, backend, out):
     shapes = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in NETWORKS[net][0].items())
     # the example backends are installed (scripts/env.sh): no extension flag
-    command = [str(TVMC), "compile", "--target", TARGETS[backend], *EMBEDDED, "--input-shapes", shapes,
-               str(fetch(net)), "-f", "mlf", "-o", str(out)]
+    command = [str(TVMC), "compile", "--target", TARGETS[backend], *OPTIONS.get(backend, []), *EMBEDDED,
+               "--input-shapes", shapes, str(fetch(net)), "-f", "mlf", "-o", str(out)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"error: tvmc failed for {net} {backend}: {done.stderr.strip().splitlines()[-1]}")
@@ -59,7 +61,8 @@ def compile_mlf(net, backend, out):
 
 def compile_relax_mlf(net, backend, out):
     """The Relax engine's MLF (its own AOT C) of the same network and backend."""
-    command = [str(RELAX_ENGINE), "compile", str(fetch(net)), "--target", TARGETS[backend], "-f", "mlf", "-o", str(out)]
+    command = [str(RELAX_ENGINE), "compile", str(fetch(net)), "--target", TARGETS[backend], *OPTIONS.get(backend, []),
+               "-f", "mlf", "-o", str(out)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"error: the Relax engine failed for {net} {backend}: {done.stderr.strip().splitlines()[-1]}")
@@ -97,7 +100,8 @@ def environment(command):
     qemu = subprocess.run([boards.QEMU, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     gcc = subprocess.run([boards.CC, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     return (f"Measured with `{command}` on {cpu} ({platform.system()} {platform.machine()}); {qemu}; {gcc}, -O2 "
-            f"with the board's -mcpu; tvmc options: `{' '.join(EMBEDDED)}`.")
+            f"with the board's -mcpu; tvmc options: `{' '.join(EMBEDDED)}`, QVanilla's also "
+            f"`{' '.join(OPTIONS['qvanilla'])}`.")
 
 
 def table(networks, board_names, command):

@@ -54,6 +54,9 @@ TOO_BIG = {
                                               r"442368 bytes of in0.bin$",
 }
 CASES = ALL_CASES if os.environ.get("TVM_EXTENSION_BOARD_NETWORKS") == "all" else DEFAULT_CASES
+# compiled for a microcontroller: QVanilla's calls take at most 4 KB of scratch each (c/qvanilla.h)
+BOARD_OPTIONS = {"qvanilla": ("--target-qvanilla-scratch_budget=4096",)}
+SCRATCH_SIZE = re.compile(r"\bqvanilla_\w*conv2d_nhwc_packed_s8\((?:[^,()]+,){5}\s*(\d+),")
 # plain TVM's C for microcontrollers: AOT, C interface, no vectors (TVMC's microTVM options)
 PLAIN = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api",
          "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
@@ -74,6 +77,7 @@ def mlf(tmp_path_factory):
     cache = {}
 
     def compile_(net, backend, *options):
+        options = BOARD_OPTIONS.get(backend, ()) + options
         if (net, backend, options) not in cache:
             out = tmp_path_factory.mktemp("mlf") / f"{net}_{backend}.tar"
             target = PLAIN if backend == "plain" else ["--target", TARGETS[backend], "--experimental-tvm-extension",
@@ -153,6 +157,9 @@ def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
         assert memory.heap == 0, memory.heap  # planned, static
     assert memory.ram() == memory.static_ram() + memory.stack + memory.heap + memory.io
     assert firmware.instructions > 10_000
+    if backend == "qvanilla":  # each call's scratch, as generated code passes it
+        sizes = [int(size) for text in mlf_sources(archive).values() for size in SCRATCH_SIZE.findall(text)]
+        assert len(sizes) >= 5 and max(sizes) <= 4096, sizes
 
 
 @pytest.mark.real_model
@@ -194,7 +201,7 @@ def test_cli_runs_on_a_board(tmp_path, mlf):
         assert all(np.array_equal(got[name], value) for name, value in expected.items())
     instructions = re.search(r"instructions per inference on mps2-an386 \(Cortex-M4\): (\d+)", done.stdout)
     assert instructions and int(instructions.group(1)) > 1_000_000, done.stdout
-    for fragment in ("ROM", "generated: text", "kernel library: text", "runtime: text", "AOT workspace 82368",
+    for fragment in ("ROM", "generated: text", "kernel library: text", "runtime: text", "AOT workspace 52096",
                      "peak stack of an inference", "the heap it took"):
         assert fragment in done.stdout, done.stdout
 

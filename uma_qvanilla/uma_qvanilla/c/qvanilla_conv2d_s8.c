@@ -287,11 +287,20 @@ static void gather_tile8(int8_t* win, size_t k16, size_t n, const int8_t* input,
 }
 
 /* wq[(k / 16) * 64 + j * 16 + k % 16] = w[j * kp + k] (k < kp; 0 up to k16), j < 4: four rows of
- * packed weights (kp a multiple of 8) narrowed to int8 by VSTRB's truncating store. */
+ * packed weights (kp a multiple of 8, so k16 - kp is 0 or 8) narrowed to int8 by VSTRB's
+ * truncating store, sixteen a step (no predicates: gcc 12 moves them through general registers). */
 static void narrow4(int8_t* wq, const int16_t* w, size_t kp, size_t k16) {
   for (size_t j = 0; j < OB; ++j) {
-    for (size_t k = 0; k < k16; k += 8) {
-      vstrbq_s16(wq + k / 16 * 64 + j * 16 + k % 16, k < kp ? vld1q_s16(w + j * kp + k) : vdupq_n_s16(0));
+    const int16_t* r = w + j * kp;
+    int8_t* d = wq + j * 16;
+    size_t k = 0;
+    for (; k + 16 <= kp; k += 16, r += 16, d += 64) {
+      vstrbq_s16(d, vld1q_s16(r));
+      vstrbq_s16(d + 8, vld1q_s16(r + 8));
+    }
+    if (k < k16) { /* the last 8 of the row, then zeros */
+      vstrbq_s16(d, vld1q_s16(r));
+      vstrbq_s16(d + 8, vdupq_n_s16(0));
     }
   }
 }
@@ -422,11 +431,11 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
   const size_t oc = (size_t)p->oc, K = (size_t)p->kh * p->kw * p->ic, kp = (K + KA - 1) / KA * KA;
   const size_t pixels = (size_t)p->oh * p->ow;
   const size_t tile = t.tile, chunk = t.chunk; /* >= 2, a multiple of QL */
-#ifdef QVANILLA_MVE /* the int8 path: its windows fit win, its weights rows (unused by the Helium output stage) */
+#ifdef QVANILLA_MVE /* the int8 path: its windows take at most half of win, the four channels' weights follow them */
   const size_t k16 = (K + K16 - 1) / K16 * K16;
-  const int int8 = packed != NULL && pixels >= TILE / 8 && t.rows != NULL && OB * k16 <= tile * QL * sizeof(uint32_t) &&
+  int8_t* wq = (int8_t*)win + tile * k16;
+  const int int8 = packed != NULL && pixels >= TILE / 8 && (tile + OB) * k16 <= tile * kp * sizeof(int16_t) &&
                    fit_int8(packed, (oc + OB - 1) / OB * OB * kp); /* a few pixels do not repay the scan */
-  int8_t* wq = (int8_t*)t.rows;
 #endif
   for (size_t c0 = 0; c0 < oc; c0 += chunk) {
     const size_t nc = oc - c0 < chunk ? oc - c0 : chunk, stride = (nc + QL - 1) / QL * QL;
