@@ -14,10 +14,13 @@ Plain TVM: the same layer as a Relay function (qnn.conv2d NHWC, bias, per-channe
 qnn.requantize) compiled by tvmc for `--target c` with the microcontroller options of
 benchmarks/board.py, one inference counted by ``mlf run --board``'s method.  CMSIS-NN: the figures
 issue 34 measured for the seven layers (same method, arm-none-eabi-gcc 12.2 -O2); the zoo's
-layers have none.  Scratch: what ``_get_buffer_size`` asks (the compiler reserves it), and the
-bytes the call wrote.  MACs count padding taps, as CMSIS-NN's figures do.
+layers have none.  Scratch: what ``_get_buffer_size`` asks (the compiler reserves it) in a
+microcontroller's build (within 4 KB, ``--target-qvanilla-scratch_budget=4096``), and the bytes
+the call wrote; each layer also runs in the roomy layout (a host's build), whose ratio to CMSIS-NN
+and size are beside.  MACs count padding taps, as CMSIS-NN's figures do.
 """
 import argparse
+import dataclasses
 import subprocess
 import sys
 import tempfile
@@ -42,6 +45,7 @@ SEVEN = [layers.Shape("conv 49x10x1 -> 64, 10x4, stride 2", 49, 10, 1, 64, 10, 4
 CMSIS_NN = dict(zip((s.name for s in SEVEN), [(3.49, 0.96), (7.79, 2.34), (2.09, 0.40), (6.12, 2.11), (8.44, 3.57),
                                               (2.69, 0.61), (1.93, 0.26)]))
 ZOO = ["kws_dscnn_int8", "kws_on_off_int8"]
+BUDGET = 4096  # QVANILLA_SCRATCH_BUDGET of a microcontroller build, the target's scratch_budget for the boards
 BEGIN, END = "<!-- layers table: benchmarks/layers.py writes from here -->", "<!-- end of the layers table -->"
 
 
@@ -112,24 +116,29 @@ def plain_instructions(layer, board, work):
 
 def table(shapes, plain, command):
     variants = {board: names for board, names in layers.BOARD_VARIANTS.items()}
-    header = ("| layer | MACs | board | CMSIS-NN insns/MAC | QVanilla insns/MAC: portable / dsp / mve | "
-              "plain TVM insns/MAC | the board's build vs CMSIS-NN | plain TVM / the board's build | "
-              "scratch bytes (asked / written) |")
+    header = (f"| layer | MACs | board | CMSIS-NN insns/MAC | QVanilla insns/MAC within {BUDGET:,} bytes: portable / dsp "
+              f"/ mve | plain TVM insns/MAC | the board's build vs CMSIS-NN: within {BUDGET:,} bytes / roomy | "
+              f"plain TVM / the board's build | scratch bytes within {BUDGET:,} (asked / written) / roomy (asked) |")
     lines = [environment(command), "", header, "| " + " | ".join(["---"] * 9) + " |"]
     rng = np.random.default_rng(0)
     chosen = [layers.random_layer(s, rng) for s in shapes]
+    # each layer in the microcontroller's scratch (the board's _get_buffer_size) and in the roomy layout
+    calls = [dataclasses.replace(layer, budget=budget) for budget in (BUDGET, 0) for layer in chosen]
     with tempfile.TemporaryDirectory(prefix="layers-bench-") as tmp:
         work = Path(tmp)
-        host = layers.run(layers.build(work / "host"), chosen)
+        host = layers.run(layers.build(work / "host"), calls)
         for board, names in variants.items():
-            runs = {v: layers.run(layers.build(work / board, board, v), chosen, board) for v in names}
-            for i, layer in enumerate(chosen):
+            runs = {v: layers.run(layers.build(work / board, board, v), calls, board) for v in names}
+            for i, layer in enumerate(calls):
                 for v, results in runs.items():
                     if not np.array_equal(results[i].output, host[i].output) or results[i].status != 0:
                         sys.exit(f"error: {v} on {board} differs from the host for {layer.shape.name}")
+            for i, layer in enumerate(chosen):
+                roomy = len(chosen) + i
                 macs = layer.shape.macs
                 per = {v: runs[v][i].instructions / macs for v in names}
                 best = per[names[-1]]  # what an MLF built for the board runs: its core's best variant
+                best_roomy = runs[names[-1]][roomy].instructions / macs
                 cmsis = CMSIS_NN.get(layer.shape.name, (None, None))[0 if board == "mps2-an386" else 1]
                 plain_per = None
                 if plain:
@@ -137,9 +146,10 @@ def table(shapes, plain, command):
                 cells = " / ".join(f"{per[v]:.2f}" if v in per else "-" for v in ("portable", "dsp", "mve"))
                 lines.append(
                     f"| {layer.shape.name} | {macs:,} | {board} | {cmsis if cmsis else '-'} | {cells} | "
-                    f"{f'{plain_per:.2f}' if plain_per else '-'} | {f'{best / cmsis:.2f}x' if cmsis else '-'} | "
+                    f"{f'{plain_per:.2f}' if plain_per else '-'} | "
+                    f"{f'{best / cmsis:.2f}x / {best_roomy / cmsis:.2f}x' if cmsis else '-'} | "
                     f"{f'{plain_per / best:.1f}x' if plain_per else '-'} | "
-                    f"{layer.scratch:,} / {max(runs[v][i].scratch_used for v in names):,} |")
+                    f"{calls[i].scratch:,} / {max(runs[v][i].scratch_used for v in names):,} / {calls[roomy].scratch:,} |")
                 print(lines[-1], flush=True)
     return "\n".join(lines)
 

@@ -136,9 +136,9 @@ def test_strawberry_runs_what_it_offloads(spec, attrs, tmp_path_factory):
 
 
 @SETTINGS
-@given(spec=graph(int8=True))
-def test_qvanilla_runs_what_it_offloads(spec, tmp_path_factory):  # QVanilla has no attributes
-    check_int8("qvanilla", spec, {}, tmp_path_factory.mktemp("graph"))
+@given(spec=graph(int8=True), budget=st.sampled_from([0, 1, 4096]))
+def test_qvanilla_runs_what_it_offloads(spec, budget, tmp_path_factory):  # roomy, least and 4 KB scratch
+    check_int8("qvanilla", spec, {"scratch_budget": budget}, tmp_path_factory.mktemp("graph"))
 
 
 @SETTINGS
