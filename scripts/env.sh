@@ -74,16 +74,18 @@ if stale backends <(echo "$BACKEND_PROJECTS"); then
 fi
 # The tests also run models on emulated Cortex-M boards (tests/test_board.py): the cross
 # compiler, newlib and QEMU come from the system's packages (not for the demo); ccache keeps the
-# objects of the kernel libraries every test's MLF build compiles again.
+# objects of the kernel libraries every test's MLF build compiles again; Verilator and Yosys
+# simulate and synthesize Chocolate's RTL (uma_chocolate/rtl).
 if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system-arm && command -v ccache \
+    && command -v verilator && command -v yosys \
     && [ -f "$(arm-none-eabi-gcc -print-file-name=rdimon.specs)" ]; } >/dev/null 2>&1; then
-  APT_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm ccache"
+  APT_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm ccache verilator yosys"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    step "installing the Cortex-M cross compiler, QEMU and ccache (apt-get install $APT_PACKAGES)"
+    step "installing the Cortex-M cross compiler, QEMU, ccache, Verilator and Yosys (apt-get install $APT_PACKAGES)"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         $APT_PACKAGES; } >/dev/null
   else
-    step "warning: the board tests need a Cortex-M cross compiler and QEMU (and MLF builds use ccache): sudo apt-get install -y $APT_PACKAGES"
+    step "warning: the board tests need a Cortex-M cross compiler and QEMU (and MLF builds use ccache), the RTL tests Verilator and Yosys: sudo apt-get install -y $APT_PACKAGES"
   fi
 fi
 # The Relax engine (tvm_extension/relax, docs/relax.md) runs on apache-tvm 0.27, whose package is
