@@ -3,9 +3,12 @@
     python -m tvm_extension.mlf build model.tar -o build/            # -> build/model
     python -m tvm_extension.mlf run model.tar -i input.npz -o output.npz [--repeat 100]
     python -m tvm_extension.mlf run --board mps2-an386 model.tar -i input.npz -o output.npz
+    python -m tvm_extension.mlf run --device rtl model.tar -i input.npz -o output.npz
 
 With --board, the MLF is cross-built for that Arm Cortex-M board and run in QEMU (one inference:
-its instructions and the firmware's memory are printed).
+its instructions and the firmware's memory are printed).  With --device, a backend's library is
+linked against that device instead of its C model (``devices.py``: Chocolate's ``rtl``, its core's
+Verilog under Verilator, every core call compared with the model).
 
 Inputs are an ``.npz`` keyed by input name, or an ``.npy`` for a one-input model.
 Outputs are written as an ``.npz`` keyed by output name.
@@ -18,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import board as boards
+from . import devices
 from .host import HostBuildError, build
 
 
@@ -63,6 +67,8 @@ def main(argv=None) -> int:
                          help="cross-build for this QEMU board and run there: "
                          + ", ".join(f"{n} ({b.core})" for n, b in boards.BOARDS.items()))
         cmd.add_argument("--cflags", default="-O2", help="C compiler flags (default -O2)")
+        cmd.add_argument("--device", metavar="DEVICE", help="link a backend's library against this device "
+                         "instead of its C model (installed: " + (", ".join(sorted(devices.available())) or "none") + ")")
     sub.choices["build"].add_argument("-o", "--output", type=Path, required=True, help="build folder")
     run = sub.choices["run"]
     run.add_argument("-i", "--inputs", type=Path, required=True, help=".npz keyed by input name, or .npy")
@@ -73,12 +79,16 @@ def main(argv=None) -> int:
     def compile_in(work):
         if args.board:
             return boards.build(args.mlf, work, args.board, args.cflags.split(), args.cc or boards.CC)
-        return build(args.mlf, work, args.cc, args.cflags.split())
+        return build(args.mlf, work, args.cc, args.cflags.split(), devices.device(args.device) if args.device else None)
 
     try:
         _check_paths(args)
+        if args.board and args.device:
+            raise HostBuildError("--board and --device exclude each other: a device runs on this machine")
         if args.board:
             boards.board(args.board)  # a known one, before building
+        if args.device:
+            devices.device(args.device)  # a known one, before building
         if args.board and args.command == "run" and args.repeat:
             raise HostBuildError("--repeat times runs on the host: on a board one inference is counted in instructions")
         if args.command == "build":

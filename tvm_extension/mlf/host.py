@@ -155,11 +155,13 @@ def default_cc() -> str:
 
 
 def build(mlf: os.PathLike, work_dir: os.PathLike, cc: Optional[str] = None,
-          cflags: Sequence[str] = ("-O2",)) -> HostProgram:
+          cflags: Sequence[str] = ("-O2",), device=None) -> HostProgram:
     """Unpack ``mlf`` into ``work_dir`` and compile it with ``cc`` (default ``default_cc()``; a
     command line, so ``ccache gcc`` works) into ``work_dir/model``: one object per source, compiled
-    side by side on the machine's cores, then linked."""
+    side by side on the machine's cores, then linked; with a ``device`` (``devices.device``), its
+    flags added and its link instead of the C compiler's."""
     cc = cc or default_cc()
+    cflags = [*cflags, *(device.cflags if device is not None else ())]
     # The caller's own include folders, as the caller named them (the compiler runs elsewhere).
     cflags = [f"-I{Path(f[2:]).resolve()}" if f.startswith("-I") and len(f) > 2 else f for f in cflags]
     work_dir = Path(work_dir)
@@ -187,7 +189,10 @@ def build(mlf: os.PathLike, work_dir: os.PathLike, cc: Optional[str] = None,
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         list(pool.map(lambda job: _compile(cc, job[1], cwd=tree), jobs))  # the first failure is raised
     executable = work_dir / "model"
-    _compile(cc, [*cflags, SECTION_GC[2], "-o", str(executable), *(str(obj) for obj, _ in jobs), "-lm"])
+    if device is not None:
+        device.link(tree, [obj for obj, _ in jobs], executable.resolve(), work_dir.resolve())
+    else:
+        _compile(cc, [*cflags, SECTION_GC[2], "-o", str(executable), *(str(obj) for obj, _ in jobs), "-lm"])
     return HostProgram(executable, inputs, outputs)
 
 

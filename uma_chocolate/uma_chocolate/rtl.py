@@ -94,3 +94,46 @@ def area(tile_m: int, tile_n: int, tile_k: int) -> Area:
     if not cells:
         raise RtlError("yosys printed no cell count")
     return Area(int(cells[-1]), flops)
+
+
+BRIDGE = RTL_DIR / "chocolate_rtl.cpp"  # the C model's hooks into the Verilated core
+_BEGIN = re.compile(r"chocolate_begin_call\((\d+), (\d+), (\d+), (\d+),")
+
+
+class Device:
+    """``python -m tvm_extension.mlf run --device rtl``: the MLF's Chocolate library built with
+    ``-DCHOCOLATE_RTL`` and linked with the Verilated core of the tile sizes and scratchpad its
+    generated code powers up (``chocolate_begin_call``); every core call runs on both and is compared."""
+
+    cflags = ("-DCHOCOLATE_RTL",)
+
+    @staticmethod
+    def chip(tree: Path) -> Dict[str, int]:
+        """The Verilog parameters of the chip the MLF's generated code was compiled for."""
+        found = {m.groups() for source in (Path(tree) / "codegen" / "host" / "src").glob("*.c")
+                 for m in _BEGIN.finditer(source.read_text())}
+        if len(found) != 1:
+            raise RtlError("the MLF powers up no Chocolate core: nothing to run on its RTL" if not found else
+                           f"the MLF powers up {len(found)} different Chocolate cores: one RTL build takes one")
+        spad, tile_m, tile_n, tile_k = (int(v) for v in found.pop())
+        return dict(TILE_M=tile_m, TILE_N=tile_n, TILE_K=tile_k, SPAD_BYTES=spad)
+
+    def link(self, tree: Path, objects: Sequence[Path], executable: Path, work: Path) -> None:
+        from tvm_extension.mlf.host import HostBuildError  # pylint: disable=import-outside-toplevel
+
+        try:
+            params = self.chip(tree)
+            folder = Path(work) / "rtl"
+            includes = [Path(tree).resolve() / "codegen" / "host" / "include"]
+            _run([_tool("verilator"), "--cc", "--exe", "--build", "-O2", "--top-module", "chocolate_top",
+                  *(f"-G{name}={value}" for name, value in params.items()), "--Mdir", folder,
+                  "-CFLAGS", " ".join(["-O2", *(f"-I{i}" for i in includes),
+                                       *(f"-D{name}={value}" for name, value in params.items())]),
+                  "-LDFLAGS", " ".join([*(str(o) for o in objects), "-lm"]), "-o", "model",
+                  *(RTL_DIR / s for s in SOURCES), BRIDGE])
+            shutil.copy2(folder / "model", executable)
+        except RtlError as err:
+            raise HostBuildError(str(err)) from None
+
+
+DEVICE = Device()

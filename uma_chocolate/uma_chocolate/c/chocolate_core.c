@@ -31,6 +31,9 @@ chocolate_status chocolate_zero(int32_t acc) {
   CHECK(chocolate_check_call(__func__, NULL, NULL, NULL, 0, 0, 0, 0));
   CHECK(chocolate_check_inside(__func__, r));
   memset(chocolate_dev.mem + acc, 0, (size_t)r.bytes); /* int32 0 and float +0.0f alike (IEEE 754) */
+#ifdef CHOCOLATE_RTL
+  chocolate_rtl_zero(acc);
+#endif
   chocolate_mark_written(r);
   chocolate_dev.counters.zero_calls += 1;
   return CHOCOLATE_OK;
@@ -78,6 +81,9 @@ chocolate_status chocolate_matmul(int32_t a, int32_t b, int32_t acc) {
   }
 #endif
   core_status = CORE_IDLE;
+#ifdef CHOCOLATE_RTL
+  chocolate_rtl_matmul(a, b, acc);
+#endif
   chocolate_dev.counters.core_calls += 1;
   chocolate_dev.counters.macs_issued += (int64_t)chocolate_dev.tile_m * chocolate_dev.tile_n * chocolate_dev.tile_k;
   chocolate_dev.counters.core_cycles += chocolate_dev.tile_k;

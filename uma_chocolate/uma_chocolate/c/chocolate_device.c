@@ -49,6 +49,9 @@ static void report_to(FILE* out) {
       c->dma_local_calls};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; ++i)
     fprintf(out, "chocolate.%s: %lld\n", keys[i], (long long)values[i]);
+#ifdef CHOCOLATE_RTL
+  chocolate_rtl_report(out);
+#endif
 }
 
 void chocolate_report(void) { report_to(stderr); }
@@ -104,6 +107,9 @@ chocolate_status chocolate_begin(int32_t spad_bytes, int32_t tile_m, int32_t til
                             .dma_setup_cycles = dma_setup_cycles, .mem = mem, .written = mem + spad_bytes};
     chocolate_dev = powered;
     chocolate_core_power_up();
+#ifdef CHOCOLATE_RTL
+    chocolate_rtl_power_up();
+#endif
     if (!report_registered && getenv("CHOCOLATE_REPORT") != NULL) report_registered = atexit(report_at_exit) == 0;
   }
   memset(chocolate_dev.written, 0, (size_t)chocolate_dev.spad_bytes); /* a new layer: nothing written, not configured */
@@ -170,6 +176,9 @@ void chocolate_mark_written(region r) {
     chocolate_dev.written[i] = 1;
   }
   chocolate_dev.counters.spad_peak_bytes = max64(chocolate_dev.counters.spad_peak_bytes, chocolate_dev.layer_bytes);
+#ifdef CHOCOLATE_RTL
+  chocolate_rtl_write(r.addr, r.bytes);
+#endif
 }
 
 void chocolate_count_transfer(int64_t bytes) {

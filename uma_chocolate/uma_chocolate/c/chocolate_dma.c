@@ -145,6 +145,9 @@ chocolate_status chocolate_store(void* output, int32_t acc, int32_t m0, int32_t 
       }
     }
   }
+#ifdef CHOCOLATE_RTL
+  if (!c->f32) chocolate_rtl_store(acc, m0, n0, (const int8_t*)output);
+#endif
   chocolate_dev.counters.dma_out_calls += 1;
   chocolate_dev.counters.dma_out_bytes += rows * cols * (c->f32 ? 4 : 1);
   chocolate_count_transfer(src.bytes);

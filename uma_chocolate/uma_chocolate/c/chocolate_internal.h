@@ -81,6 +81,18 @@ void chocolate_count_transfer(int64_t bytes); /* bytes moved in the scratchpad *
 /* Typed entries: the data type must be the configured layer's. */
 chocolate_status chocolate_check_type(const char* entry, int f32);
 void chocolate_free_layer(void);
+/* Built with -DCHOCOLATE_RTL (python -m tvm_extension.mlf run --device rtl): the core's RTL runs
+ * beside the model, every scratchpad write mirrored into it, every int8 core call run on it and
+ * compared (uma_chocolate/rtl/chocolate_rtl.cpp). */
+#ifdef CHOCOLATE_RTL
+#include <stdio.h>
+void chocolate_rtl_power_up(void);
+void chocolate_rtl_write(int64_t addr, int64_t bytes);
+void chocolate_rtl_zero(int32_t acc);
+void chocolate_rtl_matmul(int32_t a, int32_t b, int32_t acc);
+void chocolate_rtl_store(int32_t acc, int32_t m0, int32_t n0, const int8_t* output);
+void chocolate_rtl_report(FILE* out);
+#endif
 /* The core's completion at power-up and power-down (chocolate_core.c). */
 void chocolate_core_power_up(void);
 void chocolate_core_power_down(void);
