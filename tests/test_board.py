@@ -313,6 +313,18 @@ def test_unknown_board_is_one_line(tmp_path, mlf):
     assert not (tmp_path / "o.npz").exists()
 
 
+@pytest.mark.parametrize("options, message", [(["--device", "fpga"], "no device 'fpga' (known: rtl)"),
+                                             (["--device", "rtl", "--board", "mps2-an386"],
+                                              "--board and --device exclude each other")])
+def test_bad_device_is_one_line(tmp_path, mlf, options, message):
+    np.savez(tmp_path / "in.npz", input_1=np.zeros((1, 50, 10, 1), np.float32))
+    done = subprocess.run([sys.executable, "-m", "tvm_extension.mlf", "run", *options,
+                           str(mlf("kws_dscnn_int8", "qvanilla")), "-i", str(tmp_path / "in.npz"),
+                           "-o", str(tmp_path / "o.npz")], capture_output=True, text=True)
+    assert_one_line_error(done, message)
+    assert not (tmp_path / "o.npz").exists()
+
+
 def test_missing_toolchain_says_how_to_install(tmp_path, mlf):
     archive = mlf("kws_dscnn_int8", "qvanilla")
     np.savez(tmp_path / "in.npz", input_1=np.zeros((1, 50, 10, 1), np.float32))

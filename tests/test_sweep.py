@@ -239,6 +239,7 @@ USER_ERRORS = [
     (["--model", CNN, "--attr", "strawberry.scratchpad_bytes=big"], "'big' is not a int like its default"),
     (["--model", CNN, "--attr", "chocolate.tile_m=4,0"], "target 'chocolate': attribute 'tile_m' must be in 2.."),
     (["--model", CNN, "--backend", "strawberry", "--board", "mps2-an999"], "board: unknown board 'mps2-an999'"),
+    (["--model", CNN, "--backend", "strawberry", "--device", "fpga"], "device: no device 'fpga' (known: rtl)"),
     (["plan.toml"], "plan.toml is not valid TOML: "),
 ]
 
@@ -261,6 +262,27 @@ def test_bad_grids_rejected_before_anything_runs(tmp_path, capsys, args, message
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+def test_device_points_record_the_rtls_cycles_and_the_cores_area(tmp_path):
+    """device = "rtl": each point also run on Chocolate's core as Verilog (every core call compared
+    with the C model), its outputs equal to the host run's; the record has the RTL's cycles (each
+    MATMUL's as the design takes them), the core's synthesized area growing with the tile, and the
+    cycles-against-cost figure its panel."""
+    qdq = qdq_model(tmp_path / "qconv.onnx", True, True, cin=8, cout=12)
+    records = sweep.run_sweep({"device": "rtl", "backends": {"chocolate": {"models": [str(qdq)], "tile_m": [2, 4],
+                                                                          "tile_n": [2], "tile_k": [4]}}},
+                              tmp_path / "out", tmp_path / "cache", use_ray=False, workers=2)
+    assert [r["error"] for r in records] == [None, None] and all(r["matched"] for r in records), records
+    for record in records:
+        m, n, k = record["tile_m"], record["tile_n"], record["tile_k"]
+        calls = record["c_core_calls"]
+        assert calls > 0 and record["dev_rtl_matmul_calls"] == calls
+        assert record["dev_rtl_matmul_cycles"] == calls * (m * k + k * n + 2 + k + 2 * m * n)
+        assert record["device_cycles"] > record["compute_cycles"]  # the model estimates k cycles a call
+    small, large = records
+    assert 0 < small["area_cells"] < large["area_cells"] and small["area_flip_flops"] < large["area_flip_flops"]
+    assert (tmp_path / "out" / "figures" / "cycles_vs_cost.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.quick

@@ -35,6 +35,8 @@ def plan_from(args) -> dict:
         plan["models"] = list(plan.get("models", [])) + args.model
     if args.board:
         plan["board"] = args.board
+    if args.device:
+        plan["device"] = args.device
     if args.engine:
         plan["engine"] = args.engine
     backends = plan.setdefault("backends", {})
@@ -67,6 +69,8 @@ def main(argv=None, prog: str = "python -m tvm_extension.sweep") -> int:
     parser.add_argument("--no-ray", action="store_true", help="a local process pool instead of Ray")
     parser.add_argument("--board", help="also build each point for this emulated Cortex-M board (mps2-an386, ...) "
                         "and record ROM, RAM and instructions per inference (QEMU)")
+    parser.add_argument("--device", help="also run each point against this device (rtl: Chocolate's core in "
+                        "Verilog under Verilator) and record its cycles and cost (the core's Yosys area)")
     parser.add_argument("--engine", choices=["relay", "relax"],
                         help="compile with TVM's own tvmc (relay, the default) or the Relax engine (apache-tvm)")
     parser.add_argument("--keep-work", action="store_true", help="keep each point's folder (MLF, build) in the cache")

@@ -40,7 +40,8 @@ class Cache:
 
     def key(self, point: Point) -> str:
         parts = [point.model.sha256, point.model.input_shapes, point.backend, point.attrs, self.version]
-        optional = [point.board, point.backend_code, point.engine if point.engine != "relay" else None]
+        optional = [point.board, point.backend_code, point.engine if point.engine != "relay" else None,
+                    f"device={point.device}" if point.device else None]
         return _digest(*parts, *[part for part in optional if part])
 
     def _write(self, path: Path, write):

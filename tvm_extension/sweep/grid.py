@@ -55,6 +55,7 @@ class Point:
     board: Optional[str] = None  # also built for this emulated Cortex-M board and run in QEMU
     backend_code: str = ""  # digest of the backend package's sources: an edited backend is recomputed
     engine: str = "relay"  # or "relax": the Relax engine compiles it
+    device: Optional[str] = None  # also run against this device (tvm_extension.mlf.devices), e.g. "rtl"
 
     def attr_options(self) -> List[str]:
         return [f"--target-{self.backend}-{name}={value}" for name, value in self.attrs]
@@ -140,6 +141,16 @@ def _check_point(backend, attrs: dict):
         raise GridError(str(err)) from None
 
 
+def _check_device(name) -> None:
+    """A device an installed backend offers: GridError naming the installed ones otherwise."""
+    from tvm_extension.mlf import HostBuildError, devices  # pylint: disable=import-outside-toplevel
+
+    try:
+        devices.device(str(name))
+    except HostBuildError as err:
+        raise GridError(f"device: {err}") from None
+
+
 def _check_board(name) -> None:
     """A board the MLF runner knows, and its tools installed: GridError with the runner's line."""
     from tvm_extension.mlf import board as boards  # pylint: disable=import-outside-toplevel
@@ -179,18 +190,20 @@ def expand(plan: dict, backends: Optional[Dict[str, object]] = None) -> List[Poi
     """Every point of the plan, after checking it whole: GridError on the first problem."""
     if not isinstance(plan, dict) or not plan.get("backends"):
         raise GridError("no backends: give [backends.NAME] tables (or --backend NAME)")
-    unknown = set(plan) - {"models", "backends", "board", "engine"}
+    unknown = set(plan) - {"models", "backends", "board", "engine", "device"}
     if unknown:
-        raise GridError(f"unknown key '{sorted(unknown)[0]}' (the plan has 'models', 'board', 'engine' and "
-                        "[backends.NAME] tables)")
+        raise GridError(f"unknown key '{sorted(unknown)[0]}' (the plan has 'models', 'board', 'engine', 'device' "
+                        "and [backends.NAME] tables)")
     engine = plan.get("engine", "relay")
     if engine not in ENGINES:
         raise GridError(f"engine '{engine}': the engines are {' and '.join(ENGINES)}")
     if engine == "relax":
         relax_command()
-    board = plan.get("board")
+    board, device = plan.get("board"), plan.get("device")
     if board is not None:
         _check_board(board)
+    if device is not None:
+        _check_device(device)
     backends = known_backends() if backends is None else backends
     models: Dict[str, Model] = {}
     points = []
@@ -223,5 +236,5 @@ def expand(plan: dict, backends: Optional[Dict[str, object]] = None) -> List[Poi
             key = repr(spec)
             models[key] = models.get(key) or resolve_model(spec)
             code = source_digest(backends[backend])
-            points += [Point(models[key], backend, tuple(combo), board, code, engine) for combo in combos]
+            points += [Point(models[key], backend, tuple(combo), board, code, engine, device) for combo in combos]
     return points

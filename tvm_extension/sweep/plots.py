@@ -86,13 +86,19 @@ def utilisation_against_shape(rows, folder: Path) -> List[Path]:
 
 
 def cycles_against_cost(rows, folder: Path) -> List[Path]:
-    """Estimated cycles against each cost proxy; per model and backend, the Pareto front."""
+    """Estimated cycles against each cost proxy; per model and backend, the Pareto front.  Points
+    run on a device with a cost (Chocolate's RTL: its synthesized area) add a panel of the
+    device's cycles against that area."""
     pyplot = _pyplot()
-    figure, panels = pyplot.subplots(1, 2, figsize=(10, 4.2))
-    ran = [r for r in rows if r.get("est_cycles")]
-    for axes, cost, label in zip(panels, ["scratchpad", "macs_per_cycle"], ["scratchpad bytes", "MACs per cycle"]):
+    views = [("scratchpad", "scratchpad bytes", "est_cycles", "estimated cycles (DMA + compute)"),
+             ("macs_per_cycle", "MACs per cycle", "est_cycles", "estimated cycles (DMA + compute)")]
+    if any(r.get("area_cells") and r.get("device_cycles") for r in rows):
+        views.append(("area_cells", "core area (Yosys generic cells)", "device_cycles", "cycles of the core's RTL"))
+    figure, panels = pyplot.subplots(1, len(views), figsize=(5 * len(views), 4.2))
+    for axes, (cost, label, cycles, cycles_label) in zip(panels, views):
+        ran = [r for r in rows if r.get(cycles)]
         for (model, backend), group in sorted(_groups(ran, lambda r: (r["model"], r["backend"])).items()):
-            points = [(r[cost], r["est_cycles"]) for r in group if r.get(cost)]
+            points = [(r[cost], r[cycles]) for r in group if r.get(cost)]
             if not points:
                 continue
             dots = axes.scatter(*zip(*points), s=18, alpha=0.7, label=f"{model} ({backend})")
@@ -101,11 +107,11 @@ def cycles_against_cost(rows, folder: Path) -> List[Path]:
             axes.scatter(*zip(*front), s=60, facecolors="none", edgecolors=dots.get_facecolor()[0])
         axes.set_xscale("log", base=2)
         axes.set_yscale("log")
-        axes.set(xlabel=label, ylabel="estimated cycles (DMA + compute)")
+        axes.set(xlabel=label, ylabel=cycles_label)
         axes.grid(True, alpha=0.3)
         if ran:
             axes.legend(fontsize=6)
-    figure.suptitle("Estimated cycles against cost (circled: the Pareto front)")
+    figure.suptitle("Cycles against cost (circled: the Pareto front)")
     return _save(figure, folder, "cycles_vs_cost")
 
 

@@ -149,6 +149,33 @@ def _on_board(mlf: Path, work: Path, board: str, inputs, host_outputs) -> dict:
             "board_error": None if same else "the board's outputs differ from the host run's"}
 
 
+def _on_device(mlf: Path, work: Path, point: Point, inputs, host_outputs) -> dict:
+    """The MLF built against ``point.device`` and run: its outputs must equal the host run's; its
+    counters (``dev_*``: the device's own, e.g. the RTL's cycles) and its cost (the device's
+    ``cost(tree)``, e.g. the core's synthesized area), if it has one."""
+    from tvm_extension.mlf import build, devices  # pylint: disable=import-outside-toplevel
+
+    device = devices.device(point.device)
+    program = build(mlf, work / "build", device=device)
+    report = work / "counters.txt"
+    variable = f"{point.backend.upper()}_REPORT"
+    os.environ[variable] = str(report)
+    try:
+        outputs, _ = program.run(inputs)
+    finally:
+        del os.environ[variable]
+    if not all(np.array_equal(outputs[name], host_outputs[name]) for name in host_outputs):
+        raise RuntimeError(f"the outputs on device {point.device} differ from the C model's run")
+    counters = _counters(report)
+    own = {k: v for k, v in counters.items() if k.startswith(f"{point.device}_")}  # the device's counters
+    record = {"device": point.device, "device_cycles": sum(v for k, v in own.items() if k.endswith("_cycles"))}
+    record.update({f"dev_{k}": v for k, v in own.items()})
+    cost = getattr(device, "cost", None)
+    if cost is not None:
+        record.update(cost(work / "build" / "mlf"))
+    return record
+
+
 _FD_STREAMS = []  # text streams on file descriptors 1 and 2 themselves, made once per process
 
 
@@ -253,6 +280,9 @@ def run_point(point: Point, inputs, expected, work_root: Optional[str] = None, k
         if point.board:
             stage = "board"
             record.update(_on_board(mlf, work / "board", point.board, inputs, outputs))
+        if point.device:
+            stage = "device"
+            record.update(_on_device(mlf, work / "device", point, inputs, outputs))
     except Exception as err:  # pylint: disable=broad-except
         record["error"] = f"{stage}: {_one_line(str(err)) if str(err) else type(err).__name__}"
     finally:

@@ -5,6 +5,7 @@ Verilator 5 and Yosys 0.23 come from the system's packages (``apt-get install ve
 ``scripts/env.sh test`` installs them).
 """
 import dataclasses
+import functools
 import hashlib
 import re
 import shutil
@@ -135,5 +136,13 @@ class Device:
         except RtlError as err:
             raise HostBuildError(str(err)) from None
 
+    def cost(self, tree: Path) -> Dict[str, int]:
+        """What the chip of the MLF costs: the core's synthesized area (its scratchpad is SRAM:
+        ``spad_bytes`` of the counters)."""
+        params = self.chip(tree)
+        core = _area(params["TILE_M"], params["TILE_N"], params["TILE_K"])
+        return {"area_cells": core.cells, "area_flip_flops": core.flip_flops}
 
+
+_area = functools.lru_cache(maxsize=None)(area)  # a synthesis takes 10-60 s: once per tile shape and process
 DEVICE = Device()

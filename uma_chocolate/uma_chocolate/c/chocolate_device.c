@@ -116,6 +116,9 @@ chocolate_status chocolate_begin(int32_t spad_bytes, int32_t tile_m, int32_t til
   chocolate_dev.layer_bytes = 0;
   chocolate_free_layer();
   chocolate_dev.counters.layers += 1;
+#ifdef CHOCOLATE_RTL
+  chocolate_rtl_layer();
+#endif
   return CHOCOLATE_OK;
 }
 

@@ -87,6 +87,7 @@ void chocolate_free_layer(void);
 #ifdef CHOCOLATE_RTL
 #include <stdio.h>
 void chocolate_rtl_power_up(void);
+void chocolate_rtl_layer(void); /* a layer begins (chocolate_begin) */
 void chocolate_rtl_write(int64_t addr, int64_t bytes);
 void chocolate_rtl_zero(int32_t acc);
 void chocolate_rtl_matmul(int32_t a, int32_t b, int32_t acc);

@@ -3,10 +3,13 @@
 // written into the RTL's scratchpad through its host port, and every core call (ZERO, int8 MATMUL,
 // int8 STORE) runs on the RTL, clock by clock, its result compared with the model's, word for word
 // and output for output.  A difference ends the program with one line (exit status 70); float
-// layers stay on the model (the core is int8).  The report gains the RTL's calls and cycles.
+// layers stay on the model (the core is int8).  The report gains the RTL's calls and cycles; with
+// CHOCOLATE_RTL_LAYERS set to a path, each layer's core calls, RTL cycles and the model's estimate
+// of its core cycles (TILE_K a call) are written there at exit, one CSV line a layer.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "Vchocolate_top.h"
 #include "verilated.h"
@@ -26,6 +29,10 @@ void set_word(uint64_t& port, int i, uint32_t v) {
 
 Vchocolate_top* top;
 long long cycles, command_cycles[3], commands[3], float_calls;
+struct Layer {
+  long long matmuls, rtl_cycles;
+};
+std::vector<Layer> layers;  // chocolate_begin calls, in order
 enum { ZERO = 0, MATMUL = 1, STORE = 2 };
 const char* const NAMES[] = {"zero", "matmul", "store"};
 
@@ -52,6 +59,21 @@ void run(int op, int32_t a, int32_t b, int32_t acc) {
   while (top->busy) tick();
   command_cycles[op] += cycles - begin;
   commands[op] += 1;
+  if (!layers.empty()) {
+    layers.back().rtl_cycles += cycles - begin;
+    layers.back().matmuls += op == MATMUL;
+  }
+}
+
+void write_layers() {
+  const char* path = getenv("CHOCOLATE_RTL_LAYERS");
+  FILE* out = path != nullptr && path[0] != '\0' ? fopen(path, "w") : nullptr;
+  if (out == nullptr) return;
+  fprintf(out, "layer,core_calls,rtl_cycles,model_core_cycles\n");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    fprintf(out, "%zu,%lld,%lld,%lld\n", i, layers[i].matmuls, layers[i].rtl_cycles, layers[i].matmuls * TILE_K);
+  }
+  fclose(out);
 }
 
 uint32_t read_word(int64_t addr) {
@@ -78,13 +100,18 @@ extern "C" void chocolate_rtl_power_up(void) {
             (int)chocolate_dev.tile_k, (int)chocolate_dev.spad_bytes, TILE_M, TILE_N, TILE_K, SPAD_BYTES);
     exit(70);
   }
-  if (top == nullptr) top = new Vchocolate_top;
+  if (top == nullptr) {
+    top = new Vchocolate_top;
+    atexit(write_layers);
+  }
   top->rst = 1;
   tick();
   top->rst = 0;
 }
 
 // [addr, addr + bytes) of the model's scratchpad into the RTL's, whole words
+extern "C" void chocolate_rtl_layer(void) { layers.push_back(Layer{0, 0}); }
+
 extern "C" void chocolate_rtl_write(int64_t addr, int64_t bytes) {
   for (int64_t w = addr & ~(int64_t)3; w < addr + bytes; w += 4) {
     uint32_t word;
