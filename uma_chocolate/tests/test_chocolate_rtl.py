@@ -6,6 +6,7 @@ on random tiles at random addresses for two tile shapes; Yosys's synthesis of th
 its tiles and holds at least their registers; and the zoo's int8 networks, compiled by plain tvmc,
 run on the RTL (``mlf run --device rtl``) at two tile shapes: every core call compared with the C
 model's, the outputs equal to the C model's run."""
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tvm_extension.mlf import build
+from tvm_extension.mlf import HostBuildError, build
 from tvm_extension.testing import fetch, run_tvmc
 from uma_chocolate import rtl
 
@@ -110,3 +111,25 @@ def test_device_refuses_an_mlf_without_chocolate(tmp_path):
                            "-i", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr == "Error: the MLF powers up no Chocolate core: nothing to run on its RTL\n"
     assert not (tmp_path / "out.npz").exists()
+
+
+@pytest.mark.real_model
+def test_a_core_that_computes_wrong_stops_the_network_in_one_line(tmp_path, monkeypatch):
+    """The comparison is real: a core whose products lose their sign (a one-line RTL bug) stops the
+    network at its first core call that sees a negative product, naming it."""
+    mutated = tmp_path / "rtl"
+    shutil.copytree(rtl.RTL_DIR, mutated)
+    core = mutated / "chocolate_core.v"
+    text = core.read_text()
+    assert "product = {{16{p[15]}}, p};" in text
+    core.write_text(text.replace("product = {{16{p[15]}}, p};", "product = {16'd0, p};"))
+    monkeypatch.setattr(rtl, "RTL_DIR", mutated)
+    monkeypatch.setattr(rtl, "BRIDGE", mutated / "chocolate_rtl.cpp")
+    mlf = tmp_path / "model.tar"
+    done = run_tvmc("compile", "--target", "chocolate", fetch("kws_dscnn_int8"), "-f", "mlf", "-o", mlf)
+    assert done.returncode == 0, done.stderr[-3000:]
+    program = build(mlf, tmp_path / "rtl-build", device=rtl.DEVICE)
+    inputs = {t.name: np.random.default_rng(1).uniform(-40, 80, t.shape).astype(t.dtype) for t in program.inputs}
+    with pytest.raises(HostBuildError, match=r"^chocolate rtl: matmul call 1: accumulator word at \d+: the RTL gives "
+                                             r"-?\d+, the C model -?\d+$"):
+        program.run(inputs)
