@@ -122,30 +122,18 @@ module chocolate_core #(
           idx <= idx + 32'd1;
           if (idx == NC - 1) state <= IDLE;
         end
-        LOAD_A: begin
-          if (pending) a_tile[got] <= read_byte;
-          if (idx < NA) begin
+        LOAD_A, LOAD_B: begin  // a byte a cycle: issue element idx, keep the one read last cycle
+          if (pending && state == LOAD_A) a_tile[got] <= read_byte;
+          if (pending && state == LOAD_B) b_tile[got] <= read_byte;
+          if (idx < (state == LOAD_A ? NA : NB)) begin
             got <= idx;
-            lane <= a_at[1:0];
+            lane <= state == LOAD_A ? a_at[1:0] : b_at[1:0];
             pending <= 1'b1;
             idx <= idx + 32'd1;
           end else begin
             pending <= 1'b0;
             idx <= 32'd0;
-            state <= LOAD_B;
-          end
-        end
-        LOAD_B: begin
-          if (pending) b_tile[got] <= read_byte;
-          if (idx < NB) begin
-            got <= idx;
-            lane <= b_at[1:0];
-            pending <= 1'b1;
-            idx <= idx + 32'd1;
-          end else begin
-            pending <= 1'b0;
-            idx <= 32'd0;
-            state <= MAC;
+            state <= state == LOAD_A ? LOAD_B : MAC;
           end
         end
         MAC: begin  // depth idx: every MAC of the array at once
