@@ -344,8 +344,8 @@ if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; f
 
 
 def test_test_setup_installs_the_toolchain_and_the_demo_does_not(tmp_path):
-    """scripts/env.sh test, as root on a machine without the cross compiler, QEMU and ccache, installs
-    them with apt-get and says so in one line; env.sh demo does not."""
+    """scripts/env.sh test, as root on a machine without the cross compiler, QEMU, ccache, Verilator and
+    Yosys, installs them with apt-get and says so in one line; env.sh demo does not."""
     root, bin_dir, calls = tmp_path / "checkout", tmp_path / "bin", tmp_path / "calls"
     stand_in_checkout(root)
     bin_dir.mkdir()
@@ -368,5 +368,5 @@ def test_test_setup_installs_the_toolchain_and_the_demo_does_not(tmp_path):
     assert apt == [] and "apt-get" not in said
     said, apt = setup("test")
     assert apt == ["apt-get update -qq", "apt-get install -y -qq --no-install-recommends gcc-arm-none-eabi "
-                   "libnewlib-arm-none-eabi qemu-system-arm ccache"], apt
-    assert said.count("installing the Cortex-M cross compiler, QEMU and ccache") == 1, said
+                   "libnewlib-arm-none-eabi qemu-system-arm ccache verilator yosys"], apt
+    assert said.count("installing the Cortex-M cross compiler, QEMU, ccache, Verilator and Yosys") == 1, said
