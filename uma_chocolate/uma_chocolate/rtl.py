@@ -62,18 +62,25 @@ def build(top: str, testbench: Path, work: Path, params: Dict[str, int] = None, 
     if simulator.exists():
         return simulator
     folder.mkdir(parents=True, exist_ok=True)
-    flags = [f"-I{i}" for i in includes]
     objects = []
     for source in c_sources:
         obj = folder / f"{source.stem}.o"
-        _run(["gcc", "-O2", "-std=c11", *flags, "-c", source, "-o", obj])
+        _run(["gcc", "-O2", "-std=c11", *(f"-I{i}" for i in includes), "-c", source, "-o", obj])
         objects.append(obj)
-    link = ["-LDFLAGS", " ".join(str(o) for o in objects)] if objects else []
-    _run([_tool("verilator"), "--cc", "--exe", "--build", "-O2", "--top-module", top,
-          *(f"-G{name}={value}" for name, value in params.items()), "--Mdir", folder / "obj",
-          "-CFLAGS", " ".join(["-O2", *flags, *(f"-D{name}={value}" for name, value in params.items())]), *link, "-o", "sim", *(RTL_DIR / s for s in SOURCES),
-          Path(testbench).resolve()])
+    _verilate(top, params, folder / "obj", includes, Path(testbench).resolve(), objects, "sim")
     return simulator
+
+
+def _verilate(top: str, params: Dict[str, int], folder: Path, includes: Sequence[Path], cpp: Path,
+              objects: Sequence[Path], name: str) -> Path:
+    """Verilator's build of ``top`` (``params`` as Verilog parameters and as macros of the C++) with
+    ``cpp`` and the compiled ``objects`` linked in: the executable ``folder/name``."""
+    link = ["-LDFLAGS", " ".join([*(str(o) for o in objects), "-lm"])] if objects else []
+    cflags = ["-O2", *(f"-I{i}" for i in includes), *(f"-D{k}={v}" for k, v in params.items())]
+    _run([_tool("verilator"), "--cc", "--exe", "--build", "-O2", "--top-module", top,
+          *(f"-G{k}={v}" for k, v in params.items()), "--Mdir", folder, "-CFLAGS", " ".join(cflags), *link,
+          "-o", name, *(RTL_DIR / s for s in SOURCES), cpp])
+    return Path(folder) / name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,15 +131,9 @@ class Device:
 
         try:
             params = self.chip(tree)
-            folder = Path(work) / "rtl"
             includes = [Path(tree).resolve() / "codegen" / "host" / "include"]
-            _run([_tool("verilator"), "--cc", "--exe", "--build", "-O2", "--top-module", "chocolate_top",
-                  *(f"-G{name}={value}" for name, value in params.items()), "--Mdir", folder,
-                  "-CFLAGS", " ".join(["-O2", *(f"-I{i}" for i in includes),
-                                       *(f"-D{name}={value}" for name, value in params.items())]),
-                  "-LDFLAGS", " ".join([*(str(o) for o in objects), "-lm"]), "-o", "model",
-                  *(RTL_DIR / s for s in SOURCES), BRIDGE])
-            shutil.copy2(folder / "model", executable)
+            model = _verilate("chocolate_top", params, Path(work) / "rtl", includes, BRIDGE, objects, "model")
+            shutil.copy2(model, executable)
         except RtlError as err:
             raise HostBuildError(str(err)) from None
 
