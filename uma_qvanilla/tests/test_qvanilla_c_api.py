@@ -6,6 +6,7 @@ _get_buffer_size equal to the compiler's mirror (uma_qvanilla.scratch); the READ
 Each call gets arrays of exactly their size: under ``clib.run_sanitized``
 (test_qvanilla_sanitized.py) a read or write one element past any of them is reported."""
 import ctypes
+import platform
 import re
 import textwrap
 from pathlib import Path
@@ -22,9 +23,25 @@ from qvanilla_c import (CONSTANTS as Q, GENERATED, KERNEL_DIR, KIT_DIR, NULLABLE
 INT_MAX, INT_MIN = 2**31 - 1, -2**31
 
 
-@pytest.fixture(scope="module")
-def qvanilla(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("qvanilla"))
+# On x86-64 the library runs AVX2 variants where the CPU has AVX2 (qvanilla_avx2.c, chosen at run
+# time): every test runs on the library as built and on its plain C (-DQVANILLA_NO_AVX2).
+@pytest.fixture(scope="module", params=["as-built", "no-avx2"])
+def qvanilla(request, tmp_path_factory):
+    return build(tmp_path_factory.mktemp("qvanilla"), ("-O2",) + (("-DQVANILLA_NO_AVX2",) if request.param == "no-avx2" else ()))
+
+
+def cpu_flags():
+    info = Path("/proc/cpuinfo")
+    line = next((l for l in info.read_text().splitlines() if l.startswith("flags")), "") if info.is_file() else ""
+    return set(line.partition(":")[2].split())
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the AVX2 variants are x86-64's")
+def test_the_avx2_variants_run_where_the_cpu_has_avx2(qvanilla):
+    """The run-time choice: the variants the tests above check are the ones that ran."""
+    want = "avx2" in cpu_flags() and "-DQVANILLA_NO_AVX2" not in qvanilla.build_flags
+    assert hasattr(qvanilla, "qvanilla_avx2") == ("-DQVANILLA_NO_AVX2" not in qvanilla.build_flags)
+    assert not hasattr(qvanilla, "qvanilla_avx2") or bool(qvanilla.qvanilla_avx2()) == want
 
 
 def output_size(size, kernel, stride, pad, pad_end):

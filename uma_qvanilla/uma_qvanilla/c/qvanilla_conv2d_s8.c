@@ -117,6 +117,12 @@ static ALWAYS_INLINE void dot_pairs(const int16_t* win, size_t n, size_t kp, siz
  * to 64 channels), so that gcc unrolls it: their sums' horizontal additions are much of the work. */
 NOINLINE static void dot_tile(const int16_t* win, size_t n, size_t kp, const int16_t* w, uint32_t* a, size_t stride,
                               uint32_t* spare) {
+#ifdef QVANILLA_AVX2
+  if (qvanilla_avx2()) {
+    qvanilla_dot_tile_avx2(win, n, kp, w, a, stride, spare);
+    return;
+  }
+#endif
 #ifdef QVANILLA_SMLAD
   dot_pairs(win, n, kp, kp / KA, w, a, stride, spare); /* SMLAD's loop gains little from unrolling */
 #else

@@ -18,6 +18,12 @@ static ALWAYS_INLINE void start_sums(uint32_t* restrict a, const uint32_t* restr
  * 32-bit sums: pmullw, pmulhw and unpacking). */
 static void dw_taps(uint32_t* restrict acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
                     int first) {
+#ifdef QVANILLA_AVX2
+  if (qvanilla_avx2()) {
+    qvanilla_dw_taps_avx2(acc, in, w, at, nt, first);
+    return;
+  }
+#endif
   uint32_t a[CB];
   start_sums(a, acc, first);
   for (int t = 0; t < nt; ++t) {
@@ -34,6 +40,12 @@ static void dw_taps(uint32_t* restrict acc, const int8_t* const* in, const int16
  * sums come out 32767 too large per pair of taps (the biases take it back). */
 static void dw_pairs(uint32_t* restrict acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
                      int first) {
+#ifdef QVANILLA_AVX2
+  if (qvanilla_avx2()) {
+    qvanilla_dw_pairs_avx2(acc, in, w, at, nt, first);
+    return;
+  }
+#endif
   uint32_t a[CB];
   start_sums(a, acc, first);
   for (int t = 0; t < nt; t += 2) {

@@ -64,6 +64,12 @@ typedef char qvanilla_shifts_are_the_kits[QVANILLA_SHIFT_MIN == KIT_REQUANTIZE_S
 #endif
 #endif
 
+/* x86-64 with gcc or clang: AVX2 variants chosen at run time where the CPU has AVX2
+ * (qvanilla_avx2.c); QVANILLA_NO_AVX2: the SSE2 C only. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(QVANILLA_PORTABLE) && !defined(QVANILLA_NO_AVX2)
+#define QVANILLA_AVX2 1
+#endif
+
 #if defined(__GNUC__)
 #define NOINLINE __attribute__((noinline))
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -183,6 +189,19 @@ void qvanilla_requant_rows(const uint32_t* acc, size_t stride, size_t rows, cons
 /* The lane of a block holding channel j of the block: j, or in the transposed order of dense
  * convs' accumulator rows, 4 * (j % 4) + j / 4 (see pack_row). */
 static inline size_t lane(size_t j, int transposed) { return transposed ? 4 * (j % 4) + j / 4 : j; }
+
+#ifdef QVANILLA_AVX2 /* qvanilla_avx2.c: whether the CPU has AVX2, and the variants it runs then */
+int qvanilla_avx2(void);
+void qvanilla_dot_tile_avx2(const int16_t* win, size_t n, size_t kp, const int16_t* w, uint32_t* a, size_t stride,
+                            uint32_t* spare);
+void qvanilla_dw_taps_avx2(uint32_t* acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
+                           int first);
+void qvanilla_dw_pairs_avx2(uint32_t* acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
+                            int first);
+void qvanilla_requant_avx2(const uint32_t* acc, size_t stride, size_t rows, const uint32_t* bias,
+                           const qvanilla_channels* c, size_t o0, size_t nb, int8_t* out, size_t ostride,
+                           int transposed, const qvanilla_conv* p);
+#endif
 
 /* The entries' validation (qvanilla_check.c): the status of the header's list, in its order, and
  * the flattened conv in *p.  kind: what the entry is; weights int8, or int16 if packed. */

@@ -164,6 +164,9 @@ void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channe
   (void)b, (void)bias, (void)c, (void)o0, (void)n, (void)transposed, (void)p; /* requant_columns() (Helium:
   requant_vectors()) make each channel's parameters as they run */
 #else
+#ifdef QVANILLA_AVX2
+  if (qvanilla_avx2()) return; /* qvanilla_requant_avx2() makes each block's parameters as it runs */
+#endif
   for (size_t j = 0; j < QL; ++j) b->bias[lane(j, transposed)] = j < n ? bias[j] : 0;
   /* The lanes' set-up costs about as much per channel as finish() does on a few outputs: a layer
    * of few pixels takes finish() (its outputs are the same); qc only where finish() runs */
@@ -382,6 +385,12 @@ void qvanilla_requant_rows(const uint32_t* acc, size_t stride, size_t rows, cons
       requant_columns(acc + j0, stride, rows, bias + j0, q, o0 + j0, nb, out + j0, ostride, transposed, p, 0);
     }
     continue;
+#endif
+#ifdef QVANILLA_AVX2
+    if (qvanilla_avx2()) {
+      qvanilla_requant_avx2(acc + j0, stride, rows, bias + j0, q, o0 + j0, nb, out + j0, ostride, transposed, p);
+      continue;
+    }
 #endif
     const qblock* b = blocks != NULL ? blocks + j0 / QL : NULL;
     if (b == NULL || b->right == 0) { /* finish() a channel at a time */
