@@ -8,7 +8,8 @@ written into docs/benchmarks.md.
 
 QVanilla: ``uma_qvanilla.layers`` (one call of what generated code calls, in QEMU under -icount,
 arm-none-eabi-gcc -O2 with the board's -mcpu), random int8 tensors with a trained layer's
-quantization, TFLite's rounding; variants portable (plain C), dsp (SIMD32: SMLAD), mve (Helium).
+quantization, TFLite's rounding; variants portable (plain C), dsp (SIMD32: SMLAD), mve (Helium, with
+dense weights as int8: the packed8 entry, what ``--target-qvanilla-int8_weights=1`` compiles).
 Every variant's output is compared with the portable C built for this machine, bit for bit.
 Plain TVM: the same layer as a Relay function (qnn.conv2d NHWC, bias, per-channel
 qnn.requantize) compiled by tvmc for `--target c` with the microcontroller options of
@@ -124,11 +125,16 @@ def table(shapes, plain, command):
     chosen = [layers.random_layer(s, rng) for s in shapes]
     # each layer in the microcontroller's scratch (the board's _get_buffer_size) and in the roomy layout
     calls = [dataclasses.replace(layer, budget=budget) for budget in (BUDGET, 0) for layer in chosen]
+    # Helium's build takes dense weights as int8 (--target-qvanilla-int8_weights=1: the packed8 entry)
+    calls8 = [layer.with_int8_weights() or layer for layer in calls]
     with tempfile.TemporaryDirectory(prefix="layers-bench-") as tmp:
         work = Path(tmp)
         host = layers.run(layers.build(work / "host"), calls)
+        if any(not np.array_equal(a.output, b.output) for a, b in zip(host, layers.run(layers.build(work / "host"), calls8))):
+            sys.exit("error: the packed8 entry differs from the packed one on the host")
         for board, names in variants.items():
-            runs = {v: layers.run(layers.build(work / board, board, v), calls, board) for v in names}
+            runs = {v: layers.run(layers.build(work / board, board, v), calls8 if v == "mve" else calls, board)
+                    for v in names}
             for i, layer in enumerate(calls):
                 for v, results in runs.items():
                     if not np.array_equal(results[i].output, host[i].output) or results[i].status != 0:

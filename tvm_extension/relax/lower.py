@@ -73,7 +73,8 @@ class _Lower(relax.PyExprMutator):
         self.matched.append(func)
         # {parameter: numpy function} of the constants the kernel reads repacked.
         constants = {p: a.value.numpy() for p, a in zip(func.params, call.args) if isinstance(a, tvm.ir.GenericConst)}
-        packs = self.backend.pack_constants(func, constants) if hasattr(self.backend, "pack_constants") else {}
+        packs = (self.backend.pack_constants(func, constants, self.attrs)
+                 if hasattr(self.backend, "pack_constants") else {})
         args = [relax.const(packs[param](constants[param])) if param in packs and param in constants
                 else arg for param, arg in zip(func.params, call.args)]
 

@@ -20,10 +20,10 @@ CONSTANTS = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(?:#define |\s+
                                                                HEADER.read_text(), re.MULTILINE)}
 # The struct entries (the API), the plain ones' reference kernels (c/reference: no ctx, no status)
 # and what generated code calls (the header's static inline functions that fill the structs).
-STRUCT = ["qvanilla_conv2d_s8", "qvanilla_conv2d_packed_s8", "qvanilla_depthwise_conv2d_s8",
+STRUCT = ["qvanilla_conv2d_s8", "qvanilla_conv2d_packed_s8", "qvanilla_conv2d_packed8_s8", "qvanilla_depthwise_conv2d_s8",
           "qvanilla_depthwise_conv2d_packed_s8"]
 REFERENCES = ["qvanilla_conv2d_s8_ref", "qvanilla_depthwise_conv2d_s8_ref"]
-GENERATED = ["qvanilla_conv2d_nhwc_packed_s8", "qvanilla_depthwise_conv2d_nhwc_packed_s8"]
+GENERATED = ["qvanilla_conv2d_nhwc_packed_s8", "qvanilla_conv2d_nhwc_packed8_s8", "qvanilla_depthwise_conv2d_nhwc_packed_s8"]
 NULLABLE = ["ctx", "params", "quant", "input_dims", "filter_dims", "output_dims"]  # the struct pointers
 
 
@@ -65,7 +65,8 @@ def build(directory: Path, flags=("-O2",)) -> ctypes.CDLL:
     lib.generated = {}
     for entry in GENERATED:  # input, packed weights, table, output, scratch, then its ints
         ints = 17 if "depthwise" in entry else 18
-        prototype = ctypes.CFUNCTYPE(ctypes.c_int32, int8, int16, int32, int8, int8, *[ctypes.c_int32] * ints)
+        weights = int8 if "packed8" in entry else int16
+        prototype = ctypes.CFUNCTYPE(ctypes.c_int32, int8, weights, int32, int8, int8, *[ctypes.c_int32] * ints)
         lib.generated[entry] = prototype(ctypes.c_void_p.in_dll(lib, f"{entry}_address").value)
     return lib
 

@@ -6,3 +6,5 @@ __typeof__(qvanilla_conv2d_nhwc_packed_s8)* const qvanilla_conv2d_nhwc_packed_s8
     qvanilla_conv2d_nhwc_packed_s8;
 __typeof__(qvanilla_depthwise_conv2d_nhwc_packed_s8)* const qvanilla_depthwise_conv2d_nhwc_packed_s8_address =
     qvanilla_depthwise_conv2d_nhwc_packed_s8;
+__typeof__(qvanilla_conv2d_nhwc_packed8_s8)* const qvanilla_conv2d_nhwc_packed8_s8_address =
+    qvanilla_conv2d_nhwc_packed8_s8;

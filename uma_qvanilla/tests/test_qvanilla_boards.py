@@ -2,7 +2,8 @@
 against the portable C built for this machine, bit for bit, on random layers: shapes with channel
 tails, odd and long tap counts (more than a group of 64), strides, padding on every side, both
 roundings, and quantization at the ends of its ranges (any multiplier, shifts -31 .. 30), each in
-the roomy scratch layout, within 4 KB and in the least scratch the entry accepts.  The host's build
+the roomy scratch layout, within 4 KB and in the least scratch the entry accepts; dense layers
+whose weights fit int8 also through the packed8 entry.  The host's build
 runs under the sanitizers."""
 import dataclasses
 
@@ -63,8 +64,10 @@ def random_layers(seed, count):
 def case(tmp_path_factory):
     work = tmp_path_factory.mktemp("boards")
     # each layer in the roomy layout, a microcontroller's 4 KB and the least scratch the entry takes
-    chosen = [dataclasses.replace(layer, budget=budget) for layer in random_layers(seed=3407, count=44)
-              for budget in (0, 4096, 1)]
+    # dense layers whose weights fit int8 also as the packed8 entry takes them
+    made = random_layers(seed=3407, count=44)
+    made += [twin for layer in made if (twin := layer.with_int8_weights()) is not None]
+    chosen = [dataclasses.replace(layer, budget=budget) for layer in made for budget in (0, 4096, 1)]
     # the portable C under AddressSanitizer and UndefinedBehaviorSanitizer: any report stops it
     sanitized = layers.build(work, cflags=("-O2", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"))
     return work, chosen, layers.run(sanitized, chosen)

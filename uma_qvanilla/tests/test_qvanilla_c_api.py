@@ -59,12 +59,20 @@ QNAMES = ["ih", "iw", "ic", "oh", "ow", "oc", "kh", "kw", "stride_h", "stride_w"
 # The ints of what generated code calls (after the scratch's size), in its signature's order.
 QCALLS = {
     "qvanilla_conv2d_nhwc_packed_s8": [n for n in QNAMES if n != "weight_zp"],
+    "qvanilla_conv2d_nhwc_packed8_s8": [n for n in QNAMES if n != "weight_zp"],
     "qvanilla_depthwise_conv2d_nhwc_packed_s8": [n for n in QNAMES if n not in ("oc", "weight_zp")],
 }
 assert list(QCALLS) == GENERATED
 # Each kind's entries: the struct ones (the API), what generated code calls, the reference kernel.
 QDENSE = [e for e in STRUCT + GENERATED + REFERENCES if "depthwise" not in e]
 QDEPTHWISE = [e for e in STRUCT + GENERATED + REFERENCES if "depthwise" in e]
+DENSE_STRUCT = [e for e in STRUCT if "depthwise" not in e]
+DEPTHWISE_STRUCT = [e for e in STRUCT if "depthwise" in e]
+
+
+def fits_int8(w, weight_zp):
+    """Whether the packed8 entries take these weights (every w - weight_zp in int8)."""
+    return -128 <= int(w.min()) - weight_zp and int(w.max()) - weight_zp <= 127
 
 
 def qnames(entry):
@@ -156,7 +164,8 @@ def qrun(lib, entry, x, w, params, oh, ow, q):
     of exactly its size."""
     (ih, iw, ic), (kh, kw), oc = x.shape, w.shape[:2], w.shape[-1]
     if "packed" in entry:
-        pack = packing.pack_depthwise if "depthwise" in entry else packing.pack_conv
+        pack = packing.pack_depthwise if "depthwise" in entry else packing.pack_conv8 if "packed8" in entry else packing.pack_conv
+        assert "packed8" not in entry or fits_int8(w, q["weight_zp"]), "the packed8 entries' weights fit int8"
         w, bias = pack(w, q["weight_zp"], q["input_zp"], params[0])
         params = np.stack([bias, params[1], params[2]]).astype(np.int32)
     g = dict(dict(ih=ih, iw=iw, ic=ic, oh=oh, ow=ow, oc=oc, kh=kh, kw=kw, rounding=Q["ROUNDING_UPWARD"]), **q)
@@ -194,6 +203,11 @@ def qcases(depthwise, rows, seed, rounding):
         want = numpy_qconv(x, w, p, oh, ow, q)
         for entry in QDEPTHWISE if depthwise else QDENSE:
             cases.append((entry, (x, w, p, oh, ow, q), want))
+        if not depthwise and not fits_int8(w, zps[1]):  # the packed8 entries on weights near those
+            w8 = np.clip(w, max(-128, zps[1] - 128), min(127, zps[1] + 127)).astype(np.int8)
+            want8 = numpy_qconv(x, w8, p, oh, ow, q)
+            cases = [c for c in cases if not (c[0] in QDENSE and "packed8" in c[0] and c[1][1] is w)]
+            cases += [(entry, (x, w8, p, oh, ow, q), want8) for entry in QDENSE if "packed8" in entry]
     return cases
 
 
@@ -340,7 +354,8 @@ def test_qvanilla_pads_as_large_as_an_int(qvanilla, kind, rounding):
     rng = np.random.default_rng(12)
     c, ih, iw, k = 5, 4, 5, 3
     x = rng.integers(-128, 128, (ih, iw, c)).astype(np.int8)
-    w = rng.integers(-128, 128, (k, k, c) if kind == "depthwise" else (k, k, c, c)).astype(np.int8)
+    # weights less their zero point (3) in int8, as the packed8 entries take them
+    w = rng.integers(-125, 128, (k, k, c) if kind == "depthwise" else (k, k, c, c)).astype(np.int8)
     p = qparams(rng, c, shifts=[-6, -7])
     extreme = qparams(rng, c, shifts=[0, 1, 30, -31, 0], multipliers=[INT_MIN, INT_MIN, INT_MAX, INT_MIN, INT_MIN],
                       biases=[INT_MIN, 1 << 30, INT_MIN, -1, INT_MAX])
@@ -462,7 +477,7 @@ def qvanilla_errors():
         for entry in entries:
             if any(k in QNAMES and k not in qnames(entry) for k in changed):
                 continue
-            weights = np.int16 if "packed" in entry else np.int8
+            weights = np.int16 if "packed_s8" in entry else np.int8
             pointers = dict(input=one(np.int8), weights=one(weights), bias=one(np.int32), output=one(np.int8),
                             multiplier=one(np.int32), shift=one(np.int32), scratch=np.zeros(max(size, 1), np.int8))
             pointers.update(arrays or {})
@@ -478,9 +493,9 @@ def qvanilla_errors():
     add("ESIZE", n=2)  # a batch
     add("ESIZE", n=0)
     add("ESIZE", filter_c=3)  # the filter's channels are not the input's
-    add("ESIZE", filter_n=4, entries=STRUCT[:2])  # nor its output channels the output's
-    add("ESIZE", filter_n=2, entries=STRUCT[2:])  # a channel multiplier
-    add("ESIZE", output_c=3, entries=STRUCT[2:])  # a depthwise output of other channels
+    add("ESIZE", filter_n=4, entries=DENSE_STRUCT)  # nor its output channels the output's
+    add("ESIZE", filter_n=2, entries=DEPTHWISE_STRUCT)  # a channel multiplier
+    add("ESIZE", output_c=3, entries=DEPTHWISE_STRUCT)  # a depthwise output of other channels
     add("ESTRIDE", stride_h=0)
     add("ESTRIDE", stride_w=-2)
     add("EPAD", pad_top=-1)
@@ -500,11 +515,13 @@ def qvanilla_errors():
     # 2^62 weights: as int8 they fit, packed as int16 they do not
     add("ERANGE", ic=2**20, oc=2**16, kh=2**13, kw=2**13, oh=1, ow=1, entries=["qvanilla_conv2d_packed_s8"])
     add("ERANGE", ic=2**30, kh=2**16, kw=2**16, oh=1, ow=1, entries=["qvanilla_depthwise_conv2d_packed_s8"])
+    add("ERANGE", ic=2**21, oc=2**16, kh=2**13, kw=2**13, oh=1, ow=1, entries=["qvanilla_conv2d_packed8_s8"])  # 2^63
     for entry in STRUCT:
         channels = base["ic"] if "depthwise" in entry else base["oc"]
         weights = np.zeros(3 * 3 * 2 * (1 if "depthwise" in entry else 3), np.int8)
-        if "packed" in entry:
+        if "packed" in entry:  # packed8: OCP x K16 int8
             weights = np.zeros(3 * 3 * 2 if "depthwise" in entry else 4 * 24, np.int16)
+            weights = np.zeros(4 * 32, np.int8) if "packed8" in entry else weights
         need = scratch.buffer_size(qkind(entry), 3, 3, 2, channels, budget=1)  # the least it accepts
         full = dict(input=np.zeros(4 * 4 * 2, np.int8), weights=weights, bias=np.zeros(channels, np.int32),
                     output=np.full(2 * 2 * channels, 77, np.int8), multiplier=np.full(channels, 1 << 30, np.int32))
@@ -523,8 +540,10 @@ def qvanilla_errors():
         add("ESCRATCH", valid, entries=[entry], size=-1)
         add("OK", dict(valid, scratch=np.zeros(need, np.int8)), entries=[entry], size=need)
     # What generated code calls: a NULL table, too small a scratch
-    for entry, channels in (("qvanilla_conv2d_nhwc_packed_s8", 3), ("qvanilla_depthwise_conv2d_nhwc_packed_s8", 2)):
+    for entry, channels in (("qvanilla_conv2d_nhwc_packed_s8", 3), ("qvanilla_conv2d_nhwc_packed8_s8", 3),
+                            ("qvanilla_depthwise_conv2d_nhwc_packed_s8", 2)):
         weights = np.zeros(3 * 3 * 2 if "depthwise" in entry else 4 * 24, np.int16)
+        weights = np.zeros(4 * 32, np.int8) if "packed8" in entry else weights
         table = np.array([[0] * channels, [1 << 30] * channels, [0] * channels], np.int32)
         need = scratch.buffer_size(qkind(entry), 3, 3, 2, channels, budget=1)
         ints = [dict(base, oc=channels)[k] for k in QCALLS[entry]]
@@ -541,7 +560,7 @@ def qvanilla_errors():
     add("ESIZE", n=3, stride_h=0, act_min=200, size=0)
     add("ECLAMP", act_min=1, act_max=0, output_zp=300, stride_h=2**30, oh=3)
     add("EZEROPOINT", output_zp=300, stride_h=2**30, oh=3, rounding=7)
-    add("ERANGE", dict(shift=np.array([99] * 3, np.int32)), stride_h=2**30, oh=3, entries=STRUCT[:2])
+    add("ERANGE", dict(shift=np.array([99] * 3, np.int32)), stride_h=2**30, oh=3, entries=DENSE_STRUCT)
     add("ERANGE", stride_h=2**30, oh=3, rounding=3, size=0)
     return cases
 

@@ -20,7 +20,7 @@ import numpy as np
 from tvm_extension.mlf import board as boards
 
 from .codegen import KERNEL_DIR, KIT_DIR
-from .packing import pack_conv, pack_depthwise
+from .packing import interleave8, pack_conv, pack_depthwise
 from .scratch import buffer_size
 
 HARNESS = KERNEL_DIR / "board" / "qvanilla_layers_main.c"
@@ -67,7 +67,8 @@ class Shape:
 
 @dataclasses.dataclass
 class Layer:
-    """One call: the shape, its tensors (packed weights, table) and quantization."""
+    """One call: the shape, its tensors (packed weights, table) and quantization.  Dense layers'
+    weights int16 (``pack_conv``: the packed entry) or int8 (``interleave8``: the packed8 entry)."""
     shape: Shape
     x: np.ndarray
     packed: np.ndarray
@@ -79,15 +80,28 @@ class Layer:
     budget: int = 0  # the scratch the call gets: buffer_size's for this QVANILLA_SCRATCH_BUDGET
 
     @property
+    def kind(self) -> str:
+        """The entry (scratch.KINDS)."""
+        if self.shape.depthwise:
+            return "depthwise_conv2d_packed_s8"
+        return "conv2d_packed8_s8" if self.packed.dtype == np.int8 else "conv2d_packed_s8"
+
+    @property
     def scratch(self) -> int:
-        kind = "depthwise_conv2d_packed_s8" if self.shape.depthwise else "conv2d_packed_s8"
-        return buffer_size(kind, self.shape.kh, self.shape.kw, self.shape.ic, self.shape.oc, self.budget)
+        return buffer_size(self.kind, self.shape.kh, self.shape.kw, self.shape.ic, self.shape.oc, self.budget)
+
+    def with_int8_weights(self) -> Optional["Layer"]:
+        """This dense layer for the packed8 entry, None if its weights leave int8."""
+        packed8 = None if self.shape.depthwise else interleave8(self.packed)
+        return None if packed8 is None else dataclasses.replace(self, packed=packed8)
 
     def record(self) -> bytes:
         s, (oh, ow), (pt, pl) = self.shape, self.shape.out_hw, self.shape.pads
-        header = [int(s.depthwise), s.h, s.w, s.ic, oh, ow, s.oc, s.kh, s.kw, s.stride, s.stride, pt, pl,
+        kind = {"conv2d_packed_s8": 0, "depthwise_conv2d_packed_s8": 1, "conv2d_packed8_s8": 2}[self.kind]
+        header = [kind, s.h, s.w, s.ic, oh, ow, s.oc, s.kh, s.kw, s.stride, s.stride, pt, pl,
                   self.input_zp, self.output_zp, *self.act, self.rounding, self.scratch, self.packed.size]
-        parts = [np.array(header, "<i4").tobytes(), self.x.tobytes(), self.packed.astype("<i2").tobytes(),
+        weights = self.packed.astype("<i2") if self.packed.dtype != np.int8 else self.packed
+        parts = [np.array(header, "<i4").tobytes(), self.x.tobytes(), weights.tobytes(),
                  self.table.astype("<i4").tobytes()]
         return b"".join(p + bytes(-len(p) % 4) for p in parts)
 

@@ -2,7 +2,8 @@
 ``patterns.prepare_quantized_conv`` left, and reads the scalars that pass put in its attributes).
 
 ``QVanillaConv2DPass`` replaces the function by one call of what generated code calls,
-``qvanilla_conv2d_nhwc_packed_s8`` or ``qvanilla_depthwise_conv2d_nhwc_packed_s8`` (``c/qvanilla.h``:
+``qvanilla_conv2d_nhwc_packed_s8`` (``_packed8_s8`` for int8 weights) or
+``qvanilla_depthwise_conv2d_nhwc_packed_s8`` (``c/qvanilla.h``:
 static inline functions that fill the C API's structs and call its struct entries), its status
 checked.  The function's second output is the entry's scratch (sized by ``scratch.buffer_size``,
 the mirror of the C's ``_get_buffer_size``): a tensor the AOT planner put in the workspace.
@@ -30,20 +31,21 @@ class QVanillaConv2DPass:
         func, work = named_scratch(func)  # its last output (patterns.py)
         buffers = [func.buffer_map[p] for p in func.params]
         data, output = buffers[0], buffers[-2]
-        weights = next(b for b in buffers[1:-2] if b.dtype == "int16" and len(b.shape) == 2)
+        packed8 = q.get("packed8", 0) == 1
+        weights = next(b for b in buffers[1:-2] if b.dtype == ("int8" if packed8 else "int16") and len(b.shape) == 2)
         params = next(b for b in buffers[1:-2] if b.dtype == "int32" and len(b.shape) == 2)
         _, ih, iw, ic = data.shape
         _, oh, ow, oc = output.shape
         scalars = [tir.IntImm("int32", q[n]) for n in ("kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left",
                                                        "input_zp", "output_zp", "act_min", "act_max", "rounding")]
-        kind = "depthwise_conv2d_packed_s8" if q["depthwise"] else "conv2d_packed_s8"
+        kind = "depthwise_conv2d_packed_s8" if q["depthwise"] else "conv2d_packed8_s8" if packed8 else "conv2d_packed_s8"
         budget = target.scratch_budget(func.attrs["target_attrs"])  # this compile's (lowering wrote them)
         nbytes = scratch.buffer_size(kind, q["kh"], q["kw"], int(ic), int(oc), budget)
         assert work.dtype == "int8" and [int(d) for d in work.shape] == [max(nbytes, 1)], work  # patterns.py's
         if q["depthwise"]:
             call = ("qvanilla_depthwise_conv2d_nhwc_packed_s8", ih, iw, oc, oh, ow)
         else:
-            call = ("qvanilla_conv2d_nhwc_packed_s8", ih, iw, ic, oh, ow, oc)
+            call = (f"qvanilla_{kind.replace('conv2d_', 'conv2d_nhwc_')}", ih, iw, ic, oh, ow, oc)
         status = tir.call_extern("int32", call[0], data.data, weights.data, params.data, output.data, work.data,
                                  tir.IntImm("int32", nbytes), *call[1:], *scalars)
         return func.with_body(status_checked(status, "qvanilla_status"))

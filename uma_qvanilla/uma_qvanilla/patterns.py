@@ -5,7 +5,8 @@
   clamp), with the requantize shifts its kernel takes (qvanilla.h).
 * ``PrepareQuantizedConv`` (after partitioning): reads the zero points, scales, bias and clamp of
   every offloaded chain and turns them into what the packed C entries take: the weights packed
-  (``packing``: int16, weight zero point subtracted, in the engine's order), the input zero
+  (``packing``: int16, weight zero point subtracted, in the engine's order; int8 for the packed8
+  entry if the target's ``int8_weights`` asks and they fit), the input zero
   point's contribution folded into the bias, each output channel's multiplier and shift
   (``tvm_extension.kit.quantization``).  It leaves a function TVM can lower cheaply that uses
   every tensor the kernel needs (input, packed weights, channel table) and outputs the conv's
@@ -45,7 +46,7 @@ def _scalar(const) -> float:
     return np.asarray(const.data.numpy()).reshape(-1)[0].item()
 
 
-def _prepare(func: relay.Function, budget: int) -> relay.Function:
+def _prepare(func: relay.Function, budget: int, int8_weights: bool) -> relay.Function:
     parts = split_chain(func.body)
     conv, requant = parts["qnn.conv2d"], parts["qnn.requantize"]
     bias_call = parts.get("nn.bias_add") or parts.get("add")
@@ -57,7 +58,8 @@ def _prepare(func: relay.Function, budget: int) -> relay.Function:
         packed, bias = packing.pack_depthwise(weight.reshape(weight.shape[0], weight.shape[1], channels),
                                               weight_zp, input_zp, bias)
     else:
-        packed, bias = packing.pack_conv(weight, weight_zp, input_zp, bias)
+        packed8 = packing.pack_conv8(weight, weight_zp, input_zp, bias) if int8_weights else None
+        packed, bias = packed8 or packing.pack_conv(weight, weight_zp, input_zp, bias)
     params = chain_channel_params(parts, bias, channels)
     act_min, act_max = chain_clamp(parts)  # what the pattern checked
     attrs = conv.attrs
@@ -67,14 +69,14 @@ def _prepare(func: relay.Function, budget: int) -> relay.Function:
         "stride_h": int(attrs.strides[0]), "stride_w": int(attrs.strides[1]),
         "pad_top": pad_top, "pad_left": pad_left,
         "input_zp": input_zp, "output_zp": int(_scalar(requant.args[4])), "act_min": act_min, "act_max": act_max,
-        "rounding": rounding_code(requant),
+        "rounding": rounding_code(requant), "packed8": int(packed.dtype == np.int8),
     }
     # A stand-in TVM lowers in no time, reading the input, the packed weights and the channel
     # table (which become the PrimFunc's buffers), with two outputs: the conv's, and the scratch
     # the C entry takes (its _get_buffer_size, mirrored by scratch.py), so that the AOT planner
     # puts the scratch in the workspace with the tensors.  The TIR pass replaces all of it by the
     # kernel call.
-    kind = "depthwise_conv2d_packed_s8" if depthwise else "conv2d_packed_s8"
+    kind = "depthwise_conv2d_packed_s8" if depthwise else "conv2d_packed8_s8" if scalars["packed8"] else "conv2d_packed_s8"
     ic = int(func.params[0].checked_type.shape[3])
     nbytes = scratch.buffer_size(kind, scalars["kh"], scalars["kw"], ic, channels, budget)
     total = relay.sum(relay.cast(func.params[0], "int32"))
@@ -90,11 +92,12 @@ def prepare_quantized_conv(backend) -> tvm.transform.Pass:
     @tvm.transform.module_pass(opt_level=0, name="PrepareQuantizedConv")
     def prepare(mod, _ctx):
         mod = relay.transform.InferType()(mod)  # the predicates' helpers read types
-        budget = target.scratch_budget(config_of(backend))
+        config = config_of(backend)
+        budget, int8_weights = target.scratch_budget(config), target.int8_weights(config)
         prepared = []
         for gvar, func in offloaded_functions(mod, TARGET):
             if ATTR not in func.attrs:
-                mod[gvar] = _prepare(func, budget)
+                mod[gvar] = _prepare(func, budget, int8_weights)
                 prepared.append(gvar)
         return take_first_outputs(mod, prepared)
 

@@ -72,27 +72,39 @@ def _problem(chain, value) -> Optional[str]:
     return q if isinstance(q, str) else None
 
 
-def pack_constants(func, constants) -> dict:
+def _packed(q, attrs):
+    """The chain's packed weights and folded bias: int8 for the packed8 entry if the target asks
+    (``int8_weights``) and they fit, else int16."""
+    if not q.depthwise and attrs is not None and target.int8_weights(attrs):
+        packed8 = packing.pack_conv8(q.weights, q.weight_zp, q.input_zp, q.bias)
+        if packed8 is not None:
+            return packed8
+    pack = packing.pack_depthwise if q.depthwise else packing.pack_conv
+    return pack(q.weights, q.weight_zp, q.input_zp, q.bias)
+
+
+def pack_constants(func, constants, attrs=None) -> dict:
     """At each call site (``constants``: its constant arguments by parameter), the weights become
-    the packed int16 weights and the weight scales the int32 table [folded bias, multiplier, shift]
-    of each output channel (qvanilla.h)."""
+    the packed weights (``_packed``) and the weight scales the int32 table [folded bias, multiplier,
+    shift] of each output channel (qvanilla.h)."""
     chain = qconv.fused_chain(func)
     q = _quantization(chain, qconv.reader(constants))
-    pack = packing.pack_depthwise if q.depthwise else packing.pack_conv
-    packed, folded = pack(q.weights, q.weight_zp, q.input_zp, q.bias)
+    packed, folded = _packed(q, attrs)
     table = np.stack([folded, q.multipliers, q.shifts]).astype(np.int32)
     w, s_w, _ = chain["weights"].args
     return {w: lambda _: packed, s_w: lambda _: table}
 
 
 def kernel_call(match, attrs):
-    """``qvanilla_conv2d_nhwc_packed_s8`` or the depthwise entry (through their linked symbols,
+    """``qvanilla_conv2d_nhwc_packed_s8`` (``_packed8_s8``) or the depthwise entry (through their linked symbols,
     c/qvanilla_linked.c) on the match's buffers, with the chain's rounding: (its status, the scratch
     buffer to allocate for it, of the size its _get_buffer_size gives, mirrored by scratch.py)."""
     chain = qconv.fused_chain(match.func)
     q = _quantization(chain, qconv.reader(match.constants))
     g = conv_geometry(chain["conv"])
     kind = "depthwise_conv2d_packed_s8" if q.depthwise else "conv2d_packed_s8"
+    if _packed(q, attrs)[0].dtype == np.int8:
+        kind = "conv2d_packed8_s8"
     nbytes = scratch.buffer_size(kind, g["kh"], g["kw"], g["ic"], g["oc"], target.scratch_budget(attrs))
     work = tirx.decl_buffer((max(nbytes, 1),), "int8", "qvanilla_scratch")
     sizes = ("ih", "iw", "oc", "oh", "ow") if q.depthwise else ("ih", "iw", "ic", "oh", "ow", "oc")
@@ -100,7 +112,7 @@ def kernel_call(match, attrs):
     scalars += [q.input_zp, q.output_zp, q.act_min, q.act_max, q.rounding]
     x, (w, s_w, _) = chain["input"].args[0], chain["weights"].args
     status = tirx.call_extern(
-        "int32", f"qvanilla_{'depthwise_' if q.depthwise else ''}conv2d_nhwc_packed_s8_linked",
+        "int32", f"qvanilla_{kind.replace('conv2d_', 'conv2d_nhwc_')}_linked",
         match.buffer(x).data, match.buffer(w).data, match.buffer(s_w).data, match.result.data, work.data,
         tirx.IntImm("int32", nbytes), *(tirx.IntImm("int32", int(v)) for v in scalars))
     return status, [work]

@@ -18,7 +18,7 @@ QL, CB, DW_BLOCK, DW_TAPS, DW_WBUF, DW_ACC, MAX_OC = 16, 16, 128, 64, 4096, 2048
 MIN_TILE, LEAN_TAPS, PAIR_TAPS = 8, 16, 32
 BLOCK_BYTES, POINTER_BYTES, ALIGN = 1360, 8, 8  # QVANILLA_BLOCK_BYTES, QVANILLA_POINTER_BYTES, QVANILLA_SCRATCH_ALIGN
 
-KINDS = ("conv2d_s8", "conv2d_packed_s8", "depthwise_conv2d_s8", "depthwise_conv2d_packed_s8")
+KINDS = ("conv2d_s8", "conv2d_packed_s8", "conv2d_packed8_s8", "depthwise_conv2d_s8", "depthwise_conv2d_packed_s8")
 MICROCONTROLLER_BUDGET = 4096  # QVANILLA_SCRATCH_BUDGET's default on Cortex-M
 
 
@@ -87,7 +87,8 @@ def _depthwise(kh: int, kw: int, channels: int, packed: bool, budget: int) -> in
 def buffer_size(kind: str, kh: int, kw: int, ic: int, oc: int, budget: int = 0) -> int:
     """``qvanilla_<kind>_get_buffer_size`` of a filter kh x kw, ic input and oc output channels
     (a depthwise conv's oc is its ic), sizes at least 1, in a build of ``QVANILLA_SCRATCH_BUDGET`` =
-    ``budget`` (0: the roomy layout, hosts' default; 1: the least the entry accepts)."""
+    ``budget`` (0: the roomy layout, hosts' default; 1: the least the entry accepts).  The packed8
+    entry takes the packed one's."""
     if kind.startswith("depthwise"):
         return _depthwise(kh, kw, ic, kind.endswith("packed_s8"), budget)
-    return _dense(kh, kw, ic, oc, kind.endswith("packed_s8"), budget)
+    return _dense(kh, kw, ic, oc, kind != "conv2d_s8", budget)

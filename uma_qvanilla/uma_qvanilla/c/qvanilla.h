@@ -143,6 +143,23 @@ qvanilla_status qvanilla_conv2d_packed_s8(const qvanilla_context* ctx, const qva
                                           const qvanilla_dims* filter_dims, const int16_t* packed_weights,
                                           const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output);
 
+/* Conv with int8 packed weights (qvanilla_conv2d_packed8_s8), for vector units that multiply int8
+ * by int8 (Helium: sixteen multiply-adds per VMLADAVA.S8; half the int16 weights' bytes): the
+ * packed entry's weights and folded bias, the weights as int8 (every w - weight_zp in [-128, 127],
+ * as TFLite's int8 weights, whose zero point is 0), K16 = QVANILLA_PACKED8_K(K) (K rounded up to a
+ * multiple of 16), in blocks of four channels by sixteen entries:
+ *     packed8[((o / 4) * (K16 / 16) + k / 16) * 64 + (o % 4) * 16 + k % 16] = packed[o][k]
+ * (0 for k >= K and o >= oc), OCP * K16 bytes.  Its scratch is the packed entry's.  Other cores
+ * compute it too (results equal the packed entry's), but their packed entry is faster. */
+#define QVANILLA_K8_ALIGN 16
+#define QVANILLA_PACKED8_K(k) (((k) + QVANILLA_K8_ALIGN - 1) / QVANILLA_K8_ALIGN * QVANILLA_K8_ALIGN)
+
+qvanilla_status qvanilla_conv2d_packed8_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                                           const qvanilla_per_channel_quant_params* quant,
+                                           const qvanilla_dims* input_dims, const int8_t* input,
+                                           const qvanilla_dims* filter_dims, const int8_t* packed_weights,
+                                           const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output);
+
 qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
                                                     const qvanilla_per_channel_quant_params* quant,
                                                     const qvanilla_dims* input_dims, const int8_t* input,
@@ -167,6 +184,7 @@ qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx,
  * (uma_qvanilla/scratch.py, its budget the target's attribute). */
 int32_t qvanilla_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);
 int32_t qvanilla_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);
+int32_t qvanilla_conv2d_packed8_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);
 int32_t qvanilla_depthwise_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims,
                                                      const qvanilla_dims* filter_dims);
 int32_t qvanilla_depthwise_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims,
@@ -192,6 +210,24 @@ static inline int32_t qvanilla_conv2d_nhwc_packed_s8(int8_t* input, int16_t* pac
   const qvanilla_dims input_dims = {1, ih, iw, ic}, filter_dims = {oc, kh, kw, ic}, output_dims = {1, oh, ow, oc};
   return qvanilla_conv2d_packed_s8(&ctx, &params, &quant, &input_dims, input, &filter_dims, packed_weights, table,
                                    &output_dims, output);
+}
+
+static inline int32_t qvanilla_conv2d_nhwc_packed8_s8(int8_t* input, int8_t* packed_weights, int32_t* channel_params,
+                                                      int8_t* output, int8_t* scratch, int32_t scratch_size,
+                                                      int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow,
+                                                      int32_t oc, int32_t kh, int32_t kw, int32_t stride_h,
+                                                      int32_t stride_w, int32_t pad_top, int32_t pad_left,
+                                                      int32_t input_zp, int32_t output_zp, int32_t act_min,
+                                                      int32_t act_max, int32_t rounding) {
+  const qvanilla_context ctx = {scratch, scratch_size};
+  const qvanilla_conv_params params = {{stride_h, stride_w}, {pad_top, pad_left}, input_zp, 0, output_zp,
+                                       {act_min, act_max}, rounding};
+  const int32_t* table = channel_params;
+  const int valid = table != 0 && oc > 0; /* no pointer formed from a size the entry rejects */
+  const qvanilla_per_channel_quant_params quant = {valid ? table + oc : table, valid ? table + 2 * (int64_t)oc : table};
+  const qvanilla_dims input_dims = {1, ih, iw, ic}, filter_dims = {oc, kh, kw, ic}, output_dims = {1, oh, ow, oc};
+  return qvanilla_conv2d_packed8_s8(&ctx, &params, &quant, &input_dims, input, &filter_dims, packed_weights, table,
+                                    &output_dims, output);
 }
 
 static inline int32_t qvanilla_depthwise_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights,

@@ -52,12 +52,13 @@ static qvanilla_status check_conv(const qvanilla_conv* p, const int32_t* shift, 
   if (ok && kind == PLAIN) ok = fits(&w, p->ic, bytes) && fits(&w, p->oc, bytes);
   if (ok && kind == DEPTHWISE) ok = fits(&w, p->oc, bytes);
   if (ok && kind == DEPTHWISE_PACKED) ok = fits(&w, p->oc, bytes / sizeof(int16_t));
-  if (ok && kind == PACKED) { /* OCP rows of KP int16 */
-    ok = fits(&w, p->ic, bytes) && w <= bytes - KA;
+  if (ok && (kind == PACKED || kind == PACKED8)) { /* OCP rows of KP int16, or of K16 int8 */
+    const size_t align = kind == PACKED ? KA : K16, size = kind == PACKED ? sizeof(int16_t) : 1;
+    ok = fits(&w, p->ic, bytes) && w <= bytes - align;
     if (ok) {
-      w = (w + KA - 1) / KA * KA;
+      w = (w + align - 1) / align * align;
       const size_t ocp = ((size_t)p->oc + OB - 1) / OB * OB;
-      ok = w <= bytes / sizeof(int16_t) / ocp;
+      ok = w <= bytes / size / ocp;
     }
   }
   if (!ok) return QVANILLA_ERANGE;
@@ -70,7 +71,7 @@ static qvanilla_status check_conv(const qvanilla_conv* p, const int32_t* shift, 
 }
 
 static size_t scratch_of(const qvanilla_conv* p, int kind, size_t budget) {
-  if (kind == PLAIN || kind == PACKED) return qvanilla_dense_scratch(p, kind == PACKED, budget);
+  if (kind == PLAIN || kind == PACKED || kind == PACKED8) return qvanilla_dense_scratch(p, kind != PLAIN, budget);
   return qvanilla_depthwise_scratch(p, kind == DEPTHWISE_PACKED, budget);
 }
 
@@ -118,6 +119,10 @@ int32_t qvanilla_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims, cons
 
 int32_t qvanilla_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims) {
   return qvanilla_buffer_size(input_dims, filter_dims, PACKED);
+}
+
+int32_t qvanilla_conv2d_packed8_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims) {
+  return qvanilla_buffer_size(input_dims, filter_dims, PACKED8);
 }
 
 int32_t qvanilla_depthwise_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims,

@@ -221,11 +221,11 @@ static void gather_tile(int16_t* win, size_t kp, size_t n, const int8_t* input, 
 #ifdef QVANILLA_MVE
 /* Helium's int8 path of conv_tiles(), for packed weights all in [-128, 127] (a symmetric
  * quantization's are): windows of int8 (the raw input, input_zp where the window leaves the
- * image, zeros from K on to K16, K rounded up to 16), four channels' weights narrowed to int8 for
- * each tile and interleaved in blocks of 16 (one pointer, immediate offsets), and sixteen int8
+ * image, zeros from K on to K16, K rounded up to 16), four channels' weights interleaved in blocks
+ * of 16 (one pointer, immediate offsets) -- as the packed8 entry takes them, else narrowed to int8
+ * for each tile -- and sixteen int8
  * multiply-adds per VMLADAVA: 2 windows x 4 channels, six loads and eight VMLADAVA per 128
  * multiply-adds, against 64 with int16. */
-enum { K16 = 16 };
 
 /* Whether the n int16 at w (n a multiple of 8) are all in [-128, 127]. */
 static int fit_int8(const int16_t* w, size_t n) {
@@ -353,6 +353,30 @@ NOINLINE static void dot_tile8(const int8_t* win, size_t n, size_t k16, const in
 }
 #endif
 
+/* dot_pairs() with the packed8 entry's weights (four channels in blocks of 16 int8, qvanilla.h)
+ * and int16 windows of kp entries: cores without Helium's int8 path (whose packed entry is faster). */
+NOINLINE static void dot_tile_w8(const int16_t* win, size_t n, size_t kp, const int8_t* w8, uint32_t* a,
+                                 size_t stride, uint32_t* spare) {
+  for (size_t i = 0; i < n; i += 2) {
+    const int pair = i + 1 < n;
+    const int16_t* x0 = win + i * kp;
+    const int16_t* x1 = win + (pair ? i + 1 : i) * kp;
+    uint32_t s0[OB] = {0}, s1[OB] = {0};
+    for (size_t k0 = 0; k0 < kp; k0 += K16) {
+      const int8_t* block = w8 + k0 * OB; /* block k0 / 16: OB rows of 16 */
+      const size_t m = kp - k0 < K16 ? kp - k0 : K16;
+      for (size_t j = 0; j < OB; ++j) {
+        for (size_t k = 0; k < m; ++k) {
+          s0[j] += (uint32_t)(x0[k0 + k] * block[j * K16 + k]);
+          s1[j] += (uint32_t)(x1[k0 + k] * block[j * K16 + k]);
+        }
+      }
+    }
+    uint32_t* out1 = pair ? a + (i + 1) * stride : spare;
+    for (size_t j = 0; j < OB; ++j) a[i * stride + 4 * j] = s0[j], out1[4 * j] = s1[j];
+  }
+}
+
 /* The scratch of conv_tiles(), in order (p->kh * p->kw * p->ic <= KMAX); base NULL: only the size. */
 typedef struct {
   int16_t* win;   /* tile windows of kp int16 */
@@ -421,27 +445,29 @@ size_t qvanilla_dense_scratch(const qvanilla_conv* p, int packed, size_t budget)
 }
 
 /* The dense conv for K = kh*kw*ic <= KMAX.  packed: OCP rows of kp int16 and the folded bias in
- * q; else raw HWIO int8 weights (with weight_zp), packed into quad (OB*kp int16, scratch)
+ * q; packed8: the same as int8, interleaved (qvanilla.h), packed's scratch; else raw HWIO int8
+ * weights (with weight_zp), packed into quad (OB*kp int16, scratch)
  * four channels at a time for each tile (their biases folded on the first).  Per chunk of up to QCH output
  * channels (their output stages prepared once) and tile of output pixels: the windows, the
  * accumulators of every pixel and channel (dot2x4, two pixels by four channels at a time, the four
  * channels' weights staying in L1 while the tile's windows stream), then the output rows.  A row
  * of accumulators holds the chunk's channels in blocks of QL, transposed (lane()). */
-static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t* raw, const qvanilla_channels* q,
-                       int8_t* output, const qvanilla_conv* p, void* scratch, size_t size) {
+static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t* packed8, const int8_t* raw,
+                       const qvanilla_channels* q, int8_t* output, const qvanilla_conv* p, void* scratch, size_t size) {
   tiles_scratch t;
-  tiles_fit(p, packed != NULL, size, scratch, &t); /* size: at least the least layout's (qvanilla_check) */
+  tiles_fit(p, raw == NULL, size, scratch, &t); /* size: at least the least layout's (qvanilla_check) */
   int16_t *win = t.win, *quad = t.quad;
   uint32_t *acc = t.acc, *bias = t.bias, *sums = t.sums, spare[QL];
   qblock* blocks = t.blocks;
   const size_t oc = (size_t)p->oc, K = (size_t)p->kh * p->kw * p->ic, kp = (K + KA - 1) / KA * KA;
+  const size_t k16 = (K + K16 - 1) / K16 * K16;
   const size_t pixels = (size_t)p->oh * p->ow;
   const size_t tile = t.tile, chunk = t.chunk; /* >= 2, a multiple of QL */
 #ifdef QVANILLA_MVE /* the int8 path: its windows take at most half of win, the four channels' weights follow them */
-  const size_t k16 = (K + K16 - 1) / K16 * K16;
   int8_t* wq = (int8_t*)win + tile * k16;
-  const int int8 = packed != NULL && pixels >= TILE / 8 && (tile + OB) * k16 <= tile * kp * sizeof(int16_t) &&
-                   fit_int8(packed, (oc + OB - 1) / OB * OB * kp); /* a few pixels do not repay the scan */
+  const int int8 = packed8 != NULL || (packed != NULL && pixels >= TILE / 8 &&
+                   (tile + OB) * k16 <= tile * kp * sizeof(int16_t) &&
+                   fit_int8(packed, (oc + OB - 1) / OB * OB * kp)); /* a few pixels do not repay the scan */
 #endif
   for (size_t c0 = 0; c0 < oc; c0 += chunk) {
     const size_t nc = oc - c0 < chunk ? oc - c0 : chunk, stride = (nc + QL - 1) / QL * QL;
@@ -455,15 +481,16 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
       if (int8) {
         gather_tile8((int8_t*)win, k16, n, input, p, &y, &x);
         for (size_t o0 = c0; o0 < c0 + nc; o0 += OB) {
-          narrow4(wq, packed + o0 * kp, kp, k16);
-          dot_tile8((int8_t*)win, n, k16, wq, acc + (o0 - c0) / QL * QL + lane((o0 - c0) % QL, 1), stride, spare);
+          if (packed8 == NULL) narrow4(wq, packed + o0 * kp, kp, k16);
+          dot_tile8((int8_t*)win, n, k16, packed8 != NULL ? packed8 + o0 * k16 : wq,
+                    acc + (o0 - c0) / QL * QL + lane((o0 - c0) % QL, 1), stride, spare);
         }
       } else
 #endif
       {
         gather_tile(win, kp, n, input, p, &y, &x);
         for (size_t o0 = c0; o0 < c0 + nc; o0 += OB) {
-          if (packed == NULL) { /* rows o0 .. o0+3, zero beyond oc and K */
+          if (raw != NULL) { /* rows o0 .. o0+3, zero beyond oc and K */
             const size_t no = oc - o0 < OB ? oc - o0 : OB;
             uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* the rows' sums, in registers */
             for (size_t k = 0; k < K; ++k) {
@@ -483,14 +510,15 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
             for (size_t j = 0; j < no; ++j) sums[o0 - c0 + j] = sum[j]; /* used on the first tile */
             for (size_t j = 0; j < OB; ++j) fill(quad + j * kp + K, 0, kp - K); /* rows beyond oc: zeros above */
           }
-          const int16_t* w = packed != NULL ? packed + o0 * kp : quad;
           /* channels o0 + j at a[4*j] */
-          dot_tile(win, n, kp, w, acc + (o0 - c0) / QL * QL + lane((o0 - c0) % QL, 1), stride, spare);
+          uint32_t* a = acc + (o0 - c0) / QL * QL + lane((o0 - c0) % QL, 1);
+          if (packed8 != NULL) dot_tile_w8(win, n, kp, packed8 + o0 * k16, a, stride, spare);
+          else dot_tile(win, n, kp, packed != NULL ? packed + o0 * kp : quad, a, stride, spare);
         }
       }
       if (first == 0) { /* the output stages: biases, with bias - input_zp * sum (w - weight_zp) if plain */
         for (size_t j = 0; j < nc; ++j) {
-          bias[j] = (uint32_t)q->bias[c0 + j] - (packed == NULL ? sums[j] * (uint32_t)p->input_zp : 0);
+          bias[j] = (uint32_t)q->bias[c0 + j] - (raw != NULL ? sums[j] * (uint32_t)p->input_zp : 0);
         }
         for (size_t j = 0; blocks != NULL && j < nc; j += QL) {
           qvanilla_block_setup(&blocks[j / QL], bias + j, q, c0 + j, nc - j < QL ? nc - j : QL, 1, p);
@@ -501,25 +529,33 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
   }
 }
 
-/* Windows longer than KMAX (beyond any usual layer), packed weights: straightforward loops. */
-static void conv_packed_direct(const int8_t* input, const int16_t* packed, const qvanilla_channels* q,
-                               int8_t* output, const qvanilla_conv* p) {
+/* Entry k of channel o's packed weights: packed's, or packed8's (qvanilla.h). */
+static int32_t packed_weight(const int16_t* packed, const int8_t* packed8, size_t kp, size_t k16, size_t o, size_t k) {
+  if (packed != NULL) return packed[o * kp + k];
+  return packed8[(o / OB * (k16 / K16) + k / K16) * (OB * K16) + o % OB * K16 + k % K16];
+}
+
+/* Windows longer than KMAX (beyond any usual layer), packed or packed8 weights: straightforward loops. */
+static void conv_packed_direct(const int8_t* input, const int16_t* packed, const int8_t* packed8,
+                               const qvanilla_channels* q, int8_t* output, const qvanilla_conv* p) {
   const size_t oc = (size_t)p->oc, ic = (size_t)p->ic, K = (size_t)p->kh * p->kw * ic, kp = (K + KA - 1) / KA * KA;
+  const size_t k16 = (K + K16 - 1) / K16 * K16;
   const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
   for (int32_t y = 0; y < p->oh; ++y) {
     for (int32_t x = 0; x < p->ow; ++x) {
       int8_t* out = output + ((size_t)y * p->ow + x) * oc;
       for (size_t o = 0; o < oc; ++o) {
-        const int16_t* w = packed + o * kp;
         uint32_t sum = 0;
         for (int32_t ky = 0; ky < p->kh; ++ky) {
           const int32_t iy = y * p->stride_h - p->pad_top + ky;
           for (int32_t kx = 0; kx < p->kw; ++kx) {
             const int32_t ix = x * p->stride_w - p->pad_left + kx;
-            const int16_t* wk = w + ((size_t)ky * p->kw + kx) * ic;
+            const size_t k0 = ((size_t)ky * p->kw + kx) * ic;
             const int inside = iy >= 0 && iy < p->ih && ix >= 0 && ix < p->iw;
             const int8_t* in = inside ? input + ((size_t)iy * p->iw + ix) * ic : NULL;
-            for (size_t c = 0; c < ic; ++c) sum += (uint32_t)((in ? in[c] : p->input_zp) * wk[c]);
+            for (size_t c = 0; c < ic; ++c) {
+              sum += (uint32_t)((in ? in[c] : p->input_zp) * packed_weight(packed, packed8, kp, k16, o, k0 + c));
+            }
           }
         }
         const qchan qc = qvanilla_channel(q, o, (uint32_t)q->bias[o], p->rounding);
@@ -575,7 +611,7 @@ qvanilla_status qvanilla_conv2d_s8(const qvanilla_context* ctx, const qvanilla_c
                                                 output_dims, output, PLAIN, &p, &q);
   if (status != QVANILLA_OK) return status;
   if (short_windows(&p)) {
-    conv_tiles(input, NULL, weights, &q, output, &p, ctx->buf, (size_t)ctx->size);
+    conv_tiles(input, NULL, NULL, weights, &q, output, &p, ctx->buf, (size_t)ctx->size);
   } else {
     conv_plain_direct(input, weights, &q, output, &p, ctx->buf);
   }
@@ -593,9 +629,27 @@ qvanilla_status qvanilla_conv2d_packed_s8(const qvanilla_context* ctx, const qva
                                                 bias, output_dims, output, PACKED, &p, &q);
   if (status != QVANILLA_OK) return status;
   if (short_windows(&p)) {
-    conv_tiles(input, packed_weights, NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
+    conv_tiles(input, packed_weights, NULL, NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
   } else {
-    conv_packed_direct(input, packed_weights, &q, output, &p);
+    conv_packed_direct(input, packed_weights, NULL, &q, output, &p);
+  }
+  return QVANILLA_OK;
+}
+
+qvanilla_status qvanilla_conv2d_packed8_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                                           const qvanilla_per_channel_quant_params* quant,
+                                           const qvanilla_dims* input_dims, const int8_t* input,
+                                           const qvanilla_dims* filter_dims, const int8_t* packed_weights,
+                                           const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output) {
+  qvanilla_conv p;
+  qvanilla_channels q;
+  const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, packed_weights,
+                                                bias, output_dims, output, PACKED8, &p, &q);
+  if (status != QVANILLA_OK) return status;
+  if (short_windows(&p)) {
+    conv_tiles(input, NULL, packed_weights, NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
+  } else {
+    conv_packed_direct(input, NULL, packed_weights, &q, output, &p);
   }
   return QVANILLA_OK;
 }

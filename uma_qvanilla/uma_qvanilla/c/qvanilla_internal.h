@@ -204,8 +204,9 @@ void qvanilla_requant_avx2(const uint32_t* acc, size_t stride, size_t rows, cons
 #endif
 
 /* The entries' validation (qvanilla_check.c): the status of the header's list, in its order, and
- * the flattened conv in *p.  kind: what the entry is; weights int8, or int16 if packed. */
-enum { PLAIN, PACKED, DEPTHWISE, DEPTHWISE_PACKED };
+ * the flattened conv in *p.  kind: what the entry is; weights int8 (plain, packed8), or int16 (packed). */
+enum { PLAIN, PACKED, DEPTHWISE, DEPTHWISE_PACKED, PACKED8 };
+enum { K16 = QVANILLA_K8_ALIGN }; /* packed8: the reduction in blocks of 16 int8 */
 qvanilla_status qvanilla_check(const qvanilla_context* ctx, const qvanilla_conv_params* params,
                                const qvanilla_per_channel_quant_params* quant, const qvanilla_dims* input_dims,
                                const int8_t* input, const qvanilla_dims* filter_dims, const void* weights,

@@ -3,8 +3,9 @@
  *
  *     program LAYERS OUT
  *
- * LAYERS holds records of int32 little-endian words: the header below, then the input (int8), the
- * packed weights (int16) and the table (int32: folded bias, multiplier, shift rows of oc), each
+ * LAYERS holds records of int32 little-endian words: the header below (KIND: 0 the packed entry, 1
+ * the depthwise one, 2 the packed8 one), then the input (int8), the packed weights (int16; int8 for
+ * packed8) and the table (int32: folded bias, multiplier, shift rows of oc), each
  * padded to 4 bytes.  Each layer is called twice through what generated code calls, with its scratch
  * painted with two patterns first: the outputs must not depend on what the scratch held.  The first
  * call's output goes to OUT and a line "layer: STATUS TICKS USED SAME" to stdout: TICKS the
@@ -31,7 +32,7 @@ static uint64_t board_ticks(void) { /* on the host: nanoseconds */
 }
 #endif
 
-enum { DEPTHWISE, IH, IW, IC, OH, OW, OC, KH, KW, SH, SW, PT, PL, IZP, OZP, AMIN, AMAX, ROUNDING, SCRATCH, WEIGHTS,
+enum { KIND, IH, IW, IC, OH, OW, OC, KH, KW, SH, SW, PT, PL, IZP, OZP, AMIN, AMAX, ROUNDING, SCRATCH, WEIGHTS,
        HEADER };
 
 static size_t padded(size_t bytes) { return (bytes + 3) / 4 * 4; }
@@ -45,8 +46,13 @@ static void* read_block(FILE* f, size_t bytes) {
   return p;
 }
 
-static int32_t call(const int32_t* h, int8_t* in, int16_t* w, int32_t* table, int8_t* out, int8_t* scratch) {
-  if (h[DEPTHWISE]) {
+static int32_t call(const int32_t* h, int8_t* in, void* w, int32_t* table, int8_t* out, int8_t* scratch) {
+  if (h[KIND] == 2) {
+    return qvanilla_conv2d_nhwc_packed8_s8(in, w, table, out, scratch, h[SCRATCH], h[IH], h[IW], h[IC], h[OH], h[OW],
+                                           h[OC], h[KH], h[KW], h[SH], h[SW], h[PT], h[PL], h[IZP], h[OZP], h[AMIN],
+                                           h[AMAX], h[ROUNDING]);
+  }
+  if (h[KIND] == 1) {
     return qvanilla_depthwise_conv2d_nhwc_packed_s8(in, w, table, out, scratch, h[SCRATCH], h[IH], h[IW], h[IC],
                                                     h[OH], h[OW], h[KH], h[KW], h[SH], h[SW], h[PT], h[PL], h[IZP],
                                                     h[OZP], h[AMIN], h[AMAX], h[ROUNDING]);
@@ -78,7 +84,7 @@ int main(int argc, char** argv) {
     const size_t in_bytes = (size_t)h[IH] * h[IW] * h[IC], out_bytes = (size_t)h[OH] * h[OW] * h[OC];
     const size_t scratch_bytes = (size_t)h[SCRATCH];
     int8_t* in = read_block(f, in_bytes);
-    int16_t* w = read_block(f, (size_t)h[WEIGHTS] * sizeof(int16_t));
+    void* w = read_block(f, (size_t)h[WEIGHTS] * (h[KIND] == 2 ? 1 : sizeof(int16_t)));
     int32_t* table = read_block(f, 3 * (size_t)h[OC] * sizeof(int32_t));
     int8_t* out[2] = {malloc(out_bytes + 1), malloc(out_bytes + 1)};
     unsigned char* scratch = malloc(scratch_bytes + 8); /* malloc's alignment: 8 bytes on both */
