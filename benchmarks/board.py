@@ -42,6 +42,17 @@ TARGETS = {"vanilla": "vanilla_accelerator", "qvanilla": "qvanilla", "strawberry
            "chocolate": "chocolate", "plain": "c"}
 # compiled for a microcontroller: QVanilla's calls take at most 4 KB of scratch each (c/qvanilla.h)
 OPTIONS = {"qvanilla": ["--target-qvanilla-scratch_budget=4096"]}
+# ... and on Helium's Cortex-M55 its dense weights as int8 (the packed8 entry)
+CORE_OPTIONS = {("qvanilla", "mps3-an547"): ["--target-qvanilla-int8_weights=1"]}
+
+
+def options(backend, board):
+    return OPTIONS.get(backend, []) + CORE_OPTIONS.get((backend, board), [])
+
+
+def archive_name(net, backend, board):
+    """One MLF per network and backend, and per board where the board's options differ."""
+    return f"{net}-{backend}{f'-{board}' if (backend, board) in CORE_OPTIONS else ''}"
 SRAM = 256 * 1024
 BEGIN, END = "<!-- board table: benchmarks/board.py writes from here -->", "<!-- end of the board table -->"
 ENGINES_BEGIN = "<!-- engines board table: benchmarks/board.py --engines writes from here -->"
@@ -49,19 +60,19 @@ ENGINES_END = "<!-- end of the engines board table -->"
 RELAX_ENGINE = ROOT / ".venv-relax" / "bin" / "tvm-extension"  # made by scripts/env.sh test
 
 
-def compile_mlf(net, backend, out):
+def compile_mlf(net, backend, out, board):
     shapes = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in NETWORKS[net][0].items())
     # the example backends are installed (scripts/env.sh): no extension flag
-    command = [str(TVMC), "compile", "--target", TARGETS[backend], *OPTIONS.get(backend, []), *EMBEDDED,
+    command = [str(TVMC), "compile", "--target", TARGETS[backend], *options(backend, board), *EMBEDDED,
                "--input-shapes", shapes, str(fetch(net)), "-f", "mlf", "-o", str(out)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"error: tvmc failed for {net} {backend}: {done.stderr.strip().splitlines()[-1]}")
 
 
-def compile_relax_mlf(net, backend, out):
+def compile_relax_mlf(net, backend, out, board):
     """The Relax engine's MLF (its own AOT C) of the same network and backend."""
-    command = [str(RELAX_ENGINE), "compile", str(fetch(net)), "--target", TARGETS[backend], *OPTIONS.get(backend, []),
+    command = [str(RELAX_ENGINE), "compile", str(fetch(net)), "--target", TARGETS[backend], *options(backend, board),
                "-f", "mlf", "-o", str(out)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -101,7 +112,8 @@ def environment(command):
     gcc = subprocess.run([boards.CC, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     return (f"Measured with `{command}` on {cpu} ({platform.system()} {platform.machine()}); {qemu}; {gcc}, -O2 "
             f"with the board's -mcpu; tvmc options: `{' '.join(EMBEDDED)}`, QVanilla's also "
-            f"`{' '.join(OPTIONS['qvanilla'])}`.")
+            f"`{' '.join(OPTIONS['qvanilla'])}`, on the Cortex-M55 (mps3-an547) also "
+            f"`{' '.join(CORE_OPTIONS['qvanilla', 'mps3-an547'])}`.")
 
 
 def table(networks, board_names, command):
@@ -116,11 +128,11 @@ def table(networks, board_names, command):
             for board in board_names:
                 plain = None
                 for backend in ["plain"] + NETWORKS[net][1]:
-                    archive = work / f"{net}-{backend}.tar"
+                    archive = work / f"{archive_name(net, backend, board)}.tar"
                     if not archive.exists():
-                        compile_mlf(net, backend, archive)
+                        compile_mlf(net, backend, archive, board)
                     try:
-                        firmware, agreement = measure(archive, board, work / f"{net}-{backend}")
+                        firmware, agreement = measure(archive, board, work / archive.stem)
                     except boards.BoardError as err:  # e.g. more RAM than the board has: say so in the table
                         lines.append(f"| {net} | {backend} | {board} | {err} |" + " |" * 8)
                         print(lines[-1], flush=True)
@@ -142,10 +154,12 @@ def engines_table(networks, board_names, command):
         work = Path(tmp)
         for net in networks:
             for backend in ["plain"] + NETWORKS[net][1]:
-                relay, relax = work / f"{net}-{backend}.tar", work / f"{net}-{backend}-relax.tar"
-                compile_mlf(net, backend, relay)
-                compile_relax_mlf(net, backend, relax)
                 for board in board_names:
+                    name = archive_name(net, backend, board)
+                    relay, relax = work / f"{name}.tar", work / f"{name}-relax.tar"
+                    if not relay.exists():
+                        compile_mlf(net, backend, relay, board)
+                        compile_relax_mlf(net, backend, relax, board)
                     try:
                         (a, agree_a), (b, agree_b) = (measure(archive, board, work / f"{archive.stem}-{board}")
                                                       for archive in (relay, relax))

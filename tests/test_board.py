@@ -56,7 +56,10 @@ TOO_BIG = {
 CASES = ALL_CASES if os.environ.get("TVM_EXTENSION_BOARD_NETWORKS") == "all" else DEFAULT_CASES
 # compiled for a microcontroller: QVanilla's calls take at most 4 KB of scratch each (c/qvanilla.h)
 BOARD_OPTIONS = {"qvanilla": ("--target-qvanilla-scratch_budget=4096",)}
-SCRATCH_SIZE = re.compile(r"\bqvanilla_\w*conv2d_nhwc_packed_s8\((?:[^,()]+,){5}\s*(\d+),")
+# ... and on Helium's Cortex-M55 with its dense weights as int8 (the packed8 entry)
+CORE_OPTIONS = {("qvanilla", "mps3-an547"): ("--target-qvanilla-int8_weights=1",)}
+# generated code's calls (the library's own calls pass a variable): the entry, the scratch's size
+QVANILLA_CALL = re.compile(r"\bqvanilla_(\w*conv2d_nhwc_packed8?_s8)\((?:[^,()]+,){5}\s*(\d+),")
 # plain TVM's C for microcontrollers: AOT, C interface, no vectors (TVMC's microTVM options)
 PLAIN = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api",
          "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
@@ -113,7 +116,7 @@ def section_totals(elf):
 @pytest.mark.real_model
 @pytest.mark.parametrize("net, backend, board", CASES, ids=["-".join(c) for c in CASES])
 def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
-    archive = mlf(net, backend)
+    archive = mlf(net, backend, *CORE_OPTIONS.get((backend, board), ()))
     host = build(archive, tmp_path / "host")
     inputs = inputs_for(host)
     if (net, backend, board) in TOO_BIG:
@@ -158,8 +161,11 @@ def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
     assert memory.ram() == memory.static_ram() + memory.stack + memory.heap + memory.io
     assert firmware.instructions > 10_000
     if backend == "qvanilla":  # each call's scratch, as generated code passes it
-        sizes = [int(size) for text in mlf_sources(archive).values() for size in SCRATCH_SIZE.findall(text)]
+        calls = [call for text in mlf_sources(archive).values() for call in QVANILLA_CALL.findall(text)]
+        sizes = [int(size) for _, size in calls]
         assert len(sizes) >= 5 and max(sizes) <= 4096, sizes
+        packed8 = sum(entry == "conv2d_nhwc_packed8_s8" for entry, _ in calls)
+        assert (packed8 > 0) == (board == "mps3-an547"), calls  # int8 weights where Helium takes them
 
 
 @pytest.mark.real_model
@@ -169,7 +175,8 @@ def test_tflite_exact_network_on_board_equals_tflite(tmp_path, mlf, net, board):
     """QVanilla's kernels in TFLite's rounding on the boards, the DSP variant (Cortex-M4) and the
     Helium one (Cortex-M55): the zoo's int8 networks' outputs are TFLite's reference kernels', bit for bit."""
     model = fetch(net)
-    firmware = boards.build(mlf(net, "qvanilla", "--tflite-exact"), tmp_path / "board", board)
+    archive = mlf(net, "qvanilla", "--tflite-exact", *CORE_OPTIONS.get(("qvanilla", board), ()))
+    firmware = boards.build(archive, tmp_path / "board", board)
     rng = np.random.default_rng(11)
     for _ in range(2):
         inputs = {t.name: rng.integers(-128, 128, t.shape).astype(t.dtype) if t.dtype == "int8"

@@ -22,7 +22,8 @@ from tvm_extension.testing import fetch, tflite_interpreter
 pytestmark = pytest.mark.xdist_group("relax_int8")
 
 QVANILLA_EXT = ROOT / "uma_qvanilla"
-KERNELS = ("qvanilla_conv2d_nhwc_packed_s8_linked", "qvanilla_depthwise_conv2d_nhwc_packed_s8_linked")
+KERNELS = ("qvanilla_conv2d_nhwc_packed_s8_linked", "qvanilla_depthwise_conv2d_nhwc_packed_s8_linked",
+           "qvanilla_conv2d_nhwc_packed8_s8_linked")
 CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D")
 
 # Runs a library with the Relax VM, keeping the output of every call (its last argument, the
@@ -55,8 +56,8 @@ compile_model(sys.argv[1], "qvanilla", sys.argv[2], [sys.argv[3]])
 """
 
 
-def compile_relax(model, output, cwd):
-    done = relax_engine("compile", str(model), "--target", "qvanilla", "--experimental-tvm-extension",
+def compile_relax(model, output, cwd, *options):
+    done = relax_engine("compile", str(model), "--target", "qvanilla", *options, "--experimental-tvm-extension",
                         str(QVANILLA_EXT), "-o", str(output), cwd=cwd)
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -127,7 +128,7 @@ def test_every_conv_is_a_call_of_qvanillas_packed_entries(dscnn):
     assert "conv2d" not in report_line(report, "on the CPU", "qvanilla"), report
     # The first conv, the four depthwise and the four pointwise ones: three PrimFuncs (equal calls are shared).
     sites = kernel_call_sites(library)
-    assert sites[KERNELS[0]] >= 1 and sites[KERNELS[1]] >= 1, sites
+    assert sites[KERNELS[0]] >= 1 and sites[KERNELS[1]] >= 1 and sites[KERNELS[2]] == 0, sites
 
 
 def conv_outputs(calls):
@@ -156,6 +157,24 @@ def test_offloaded_convs_are_tflites_reference_kernels_bit_for_bit(dscnn, tmp_pa
         _, calls = run_keeping_calls(upward, inputs, tmp_path)
         differs += sum(not np.array_equal(g, e) for g, e in zip(conv_outputs(calls), expected))
     assert differs > 0, "TVM's rounding gave TFLite's results too: the test shows nothing"
+
+
+@pytest.mark.real_model
+def test_int8_weights_call_the_packed8_entry_with_the_same_results(dscnn, tmp_path):
+    """--target-qvanilla-int8_weights=1 (for Helium): the dense convs call the packed8 entry (int8
+    weights), the depthwise ones the packed entry, and every call still gives TFLite's reference
+    kernels' output."""
+    model, _, _ = dscnn
+    library = tmp_path / "int8.so"
+    compile_relax(model, library, tmp_path, "--target-qvanilla-int8_weights=1")
+    sites = kernel_call_sites(library)
+    assert sites[KERNELS[2]] >= 1 and sites[KERNELS[1]] >= 1 and sites[KERNELS[0]] == 0, sites
+    inputs = model_inputs(model, np.random.default_rng(25), (-40, 80))
+    _, ops, _ = reference_kernels(model, inputs)
+    expected = [value for name, _, value in ops if name in CONVS]
+    got = conv_outputs(run_keeping_calls(library, inputs, tmp_path)[1])
+    assert len(got) == len(expected) == 9
+    assert all(np.array_equal(g, e) for g, e in zip(got, expected))
 
 
 def steps(a, b, step=1.0) -> int:

@@ -675,3 +675,19 @@ def test_readme_c_example_builds_and_runs(tmp_path, capfd):
     ctypes.CDLL(None).fflush(None)  # C's stdout is buffered
     expected = re.search(r"printf\(.*/\* (-?\d+ -?\d+):", example).group(1)
     assert capfd.readouterr().out.strip() == expected
+
+
+def test_packed8_weights_are_the_headers_layout():
+    """pack_conv8 writes qvanilla.h's formula for the packed8 entry (pack_conv's values as int8, in
+    blocks of four channels by 16 entries), and refuses weights whose values leave int8."""
+    rng = np.random.default_rng(5)
+    w = rng.integers(-128, 128, (3, 3, 5, 6)).astype(np.int8)  # K = 45: K16 = 48, OCP = 8
+    packed, bias = packing.pack_conv(w, 0, 3, np.arange(6))
+    packed8, bias8 = packing.pack_conv8(w, 0, 3, np.arange(6))
+    assert packed8.dtype == np.int8 and packed8.size == 8 * 48 and np.array_equal(bias8, bias)
+    flat = packed8.reshape(-1)
+    for o in range(8):
+        for k in range(48):
+            want = packed[o, k] if k < packed.shape[1] else 0
+            assert flat[((o // 4) * 3 + k // 16) * 64 + (o % 4) * 16 + k % 16] == want, (o, k)
+    assert packing.pack_conv8(w, -1, 0) is None  # 127 - (-1) = 128

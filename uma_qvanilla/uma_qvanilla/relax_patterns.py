@@ -75,7 +75,7 @@ def _problem(chain, value) -> Optional[str]:
 def _packed(q, attrs):
     """The chain's packed weights and folded bias: int8 for the packed8 entry if the target asks
     (``int8_weights``) and they fit, else int16."""
-    if not q.depthwise and attrs is not None and target.int8_weights(attrs):
+    if not q.depthwise and attrs is not None and target.int8_weights({**TARGET_ATTRS, **attrs}):
         packed8 = packing.pack_conv8(q.weights, q.weight_zp, q.input_zp, q.bias)
         if packed8 is not None:
             return packed8

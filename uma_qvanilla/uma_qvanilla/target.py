@@ -23,5 +23,5 @@ def scratch_budget(attrs) -> int:
 
 
 def int8_weights(attrs) -> bool:
-    """Whether one compile's attributes ask for int8 packed weights (absent: no)."""
-    return "int8_weights" in attrs and int(str(attrs["int8_weights"])) == 1
+    """Whether one compile's attributes ask for int8 packed weights."""
+    return int(str(attrs["int8_weights"])) == 1

@@ -233,6 +233,36 @@ static ALWAYS_INLINE void pack_row(const uint32_t* restrict o, int8_t* restrict 
 /* floor(x / 2^n) for 0 <= n < 32 (see kit_floor_shift()) */
 static int32_t floor_shift32(int32_t x, int n) { return x < 0 ? ~(~x >> n) : x >> n; }
 
+/* The activation clamps nothing int8 holds (no activation, or a ReLU whose output zero point is
+ * -128: the usual case): one saturation (SSAT) instead of two compares. */
+static int whole_range(int32_t lo, int32_t hi) { return lo == -128 && hi == 127; }
+
+/* One channel's column of rows outputs (see requant_columns()), usual shifts. */
+static ALWAYS_INLINE void columns(const uint32_t* a, size_t stride, int8_t* o, size_t rows, size_t ostride,
+                                  int32_t bias, int32_t multiplier, int32_t add, int last, int32_t lo, int32_t hi,
+                                  int tflite, int whole) {
+  for (const int8_t* end = o + rows * ostride; o != end; o += ostride, a += stride) {
+    const int64_t ab = (int64_t)kit_wrapped(*a + (uint32_t)bias) * multiplier;
+    int64_t t = ab;
+    if (tflite) {
+      t = ab + ((int64_t)1 << 30);
+      t -= t < 0 ? (int64_t)1 << 31 : 0;
+    }
+    int32_t r = floor_shift32(kit_wrapped((uint32_t)((uint64_t)t >> 32)) + add, last);
+#ifdef QVANILLA_SMLAD /* the DSP variant (arm_acle.h) */
+    if (whole) {
+      *o = (int8_t)__ssat(r, 8);
+      continue;
+    }
+#else
+    (void)whole;
+#endif
+    r = r < lo ? lo : r;
+    r = r > hi ? hi : r;
+    *o = (int8_t)r;
+  }
+}
+
 /* out[i * ostride + j] = finish_any(acc[i * stride + lane(j)]) for the nb channels o0 + j of the
  * table c (biases bias[j]) and i < rows, a channel at a time so that its parameters stay in
  * registers (made from the table here: about as many instructions as loading them ready-made).  For the usual shifts,
@@ -267,17 +297,10 @@ static ALWAYS_INLINE void requant_columns(const uint32_t* acc, size_t stride, si
     const int32_t bias = kit_wrapped(biases[j]), up = (int32_t)1 << (tflite ? n - 2 : n - 1);
     const int32_t add = up + zp * ((int32_t)1 << (tflite ? n - 1 : n)); /* |add| <= 2^29 + 2^21 */
     const int last = tflite ? n - 1 : n;
-    for (const int8_t* end = o + rows * ostride; o != end; o += ostride, a += stride) {
-      const int64_t ab = (int64_t)kit_wrapped(*a + (uint32_t)bias) * multiplier;
-      int64_t t = ab;
-      if (tflite) {
-        t = ab + ((int64_t)1 << 30);
-        t -= t < 0 ? (int64_t)1 << 31 : 0;
-      }
-      int32_t r = floor_shift32(kit_wrapped((uint32_t)((uint64_t)t >> 32)) + add, last);
-      r = r < lo ? lo : r;
-      r = r > hi ? hi : r;
-      *(int8_t*)o = (int8_t)r;
+    if (whole_range(lo, hi)) {
+      columns(a, stride, o, rows, ostride, bias, multiplier, add, last, -128, 127, tflite, 1);
+    } else {
+      columns(a, stride, o, rows, ostride, bias, multiplier, add, last, lo, hi, tflite, 0);
     }
   }
 }
