@@ -130,7 +130,8 @@ def table(shapes, plain, command):
     with tempfile.TemporaryDirectory(prefix="layers-bench-") as tmp:
         work = Path(tmp)
         host = layers.run(layers.build(work / "host"), calls)
-        if any(not np.array_equal(a.output, b.output) for a, b in zip(host, layers.run(layers.build(work / "host"), calls8))):
+        host8 = layers.run(layers.build(work / "host"), calls8)
+        if any(not np.array_equal(a.output, b.output) for a, b in zip(host, host8)):
             sys.exit("error: the packed8 entry differs from the packed one on the host")
         for board, names in variants.items():
             runs = {v: layers.run(layers.build(work / board, board, v), calls8 if v == "mve" else calls, board)

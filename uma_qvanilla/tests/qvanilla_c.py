@@ -20,10 +20,11 @@ CONSTANTS = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(?:#define |\s+
                                                                HEADER.read_text(), re.MULTILINE)}
 # The struct entries (the API), the plain ones' reference kernels (c/reference: no ctx, no status)
 # and what generated code calls (the header's static inline functions that fill the structs).
-STRUCT = ["qvanilla_conv2d_s8", "qvanilla_conv2d_packed_s8", "qvanilla_conv2d_packed8_s8", "qvanilla_depthwise_conv2d_s8",
-          "qvanilla_depthwise_conv2d_packed_s8"]
+STRUCT = ["qvanilla_conv2d_s8", "qvanilla_conv2d_packed_s8", "qvanilla_conv2d_packed8_s8",
+          "qvanilla_depthwise_conv2d_s8", "qvanilla_depthwise_conv2d_packed_s8"]
 REFERENCES = ["qvanilla_conv2d_s8_ref", "qvanilla_depthwise_conv2d_s8_ref"]
-GENERATED = ["qvanilla_conv2d_nhwc_packed_s8", "qvanilla_conv2d_nhwc_packed8_s8", "qvanilla_depthwise_conv2d_nhwc_packed_s8"]
+GENERATED = ["qvanilla_conv2d_nhwc_packed_s8", "qvanilla_conv2d_nhwc_packed8_s8",
+             "qvanilla_depthwise_conv2d_nhwc_packed_s8"]
 NULLABLE = ["ctx", "params", "quant", "input_dims", "filter_dims", "output_dims"]  # the struct pointers
 
 

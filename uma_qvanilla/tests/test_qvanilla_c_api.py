@@ -164,7 +164,8 @@ def qrun(lib, entry, x, w, params, oh, ow, q):
     of exactly its size."""
     (ih, iw, ic), (kh, kw), oc = x.shape, w.shape[:2], w.shape[-1]
     if "packed" in entry:
-        pack = packing.pack_depthwise if "depthwise" in entry else packing.pack_conv8 if "packed8" in entry else packing.pack_conv
+        pack = (packing.pack_depthwise if "depthwise" in entry else
+                packing.pack_conv8 if "packed8" in entry else packing.pack_conv)
         assert "packed8" not in entry or fits_int8(w, q["weight_zp"]), "the packed8 entries' weights fit int8"
         w, bias = pack(w, q["weight_zp"], q["input_zp"], params[0])
         params = np.stack([bias, params[1], params[2]]).astype(np.int32)

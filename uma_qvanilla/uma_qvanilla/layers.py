@@ -21,7 +21,7 @@ from tvm_extension.mlf import board as boards
 
 from .codegen import KERNEL_DIR, KIT_DIR
 from .packing import interleave8, pack_conv, pack_depthwise
-from .scratch import buffer_size
+from .scratch import buffer_size, packed_kind
 
 HARNESS = KERNEL_DIR / "board" / "qvanilla_layers_main.c"
 VARIANTS = {"portable": ["-DQVANILLA_PORTABLE"], "dsp": ["-DQVANILLA_NO_MVE"], "mve": []}
@@ -82,9 +82,7 @@ class Layer:
     @property
     def kind(self) -> str:
         """The entry (scratch.KINDS)."""
-        if self.shape.depthwise:
-            return "depthwise_conv2d_packed_s8"
-        return "conv2d_packed8_s8" if self.packed.dtype == np.int8 else "conv2d_packed_s8"
+        return packed_kind(self.shape.depthwise, self.packed.dtype == np.int8)
 
     @property
     def scratch(self) -> int:

@@ -38,7 +38,7 @@ class QVanillaConv2DPass:
         _, oh, ow, oc = output.shape
         scalars = [tir.IntImm("int32", q[n]) for n in ("kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left",
                                                        "input_zp", "output_zp", "act_min", "act_max", "rounding")]
-        kind = "depthwise_conv2d_packed_s8" if q["depthwise"] else "conv2d_packed8_s8" if packed8 else "conv2d_packed_s8"
+        kind = scratch.packed_kind(q["depthwise"], packed8)
         budget = target.scratch_budget(func.attrs["target_attrs"])  # this compile's (lowering wrote them)
         nbytes = scratch.buffer_size(kind, q["kh"], q["kw"], int(ic), int(oc), budget)
         assert work.dtype == "int8" and [int(d) for d in work.shape] == [max(nbytes, 1)], work  # patterns.py's

@@ -76,7 +76,7 @@ def _prepare(func: relay.Function, budget: int, int8_weights: bool) -> relay.Fun
     # the C entry takes (its _get_buffer_size, mirrored by scratch.py), so that the AOT planner
     # puts the scratch in the workspace with the tensors.  The TIR pass replaces all of it by the
     # kernel call.
-    kind = "depthwise_conv2d_packed_s8" if depthwise else "conv2d_packed8_s8" if scalars["packed8"] else "conv2d_packed_s8"
+    kind = scratch.packed_kind(depthwise, scalars["packed8"])
     ic = int(func.params[0].checked_type.shape[3])
     nbytes = scratch.buffer_size(kind, scalars["kh"], scalars["kw"], ic, channels, budget)
     total = relay.sum(relay.cast(func.params[0], "int32"))

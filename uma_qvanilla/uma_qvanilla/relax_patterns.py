@@ -102,9 +102,7 @@ def kernel_call(match, attrs):
     chain = qconv.fused_chain(match.func)
     q = _quantization(chain, qconv.reader(match.constants))
     g = conv_geometry(chain["conv"])
-    kind = "depthwise_conv2d_packed_s8" if q.depthwise else "conv2d_packed_s8"
-    if _packed(q, attrs)[0].dtype == np.int8:
-        kind = "conv2d_packed8_s8"
+    kind = scratch.packed_kind(q.depthwise, _packed(q, attrs)[0].dtype == np.int8)
     nbytes = scratch.buffer_size(kind, g["kh"], g["kw"], g["ic"], g["oc"], target.scratch_budget(attrs))
     work = tirx.decl_buffer((max(nbytes, 1),), "int8", "qvanilla_scratch")
     sizes = ("ih", "iw", "oc", "oh", "ow") if q.depthwise else ("ih", "iw", "ic", "oh", "ow", "oc")

@@ -22,6 +22,11 @@ KINDS = ("conv2d_s8", "conv2d_packed_s8", "conv2d_packed8_s8", "depthwise_conv2d
 MICROCONTROLLER_BUDGET = 4096  # QVANILLA_SCRATCH_BUDGET's default on Cortex-M
 
 
+def packed_kind(depthwise: bool, int8_weights: bool = False) -> str:
+    """The packed entry (of KINDS) a compiled conv calls: depthwise, or dense with int16 or int8 weights."""
+    return "depthwise_conv2d_packed_s8" if depthwise else "conv2d_packed8_s8" if int8_weights else "conv2d_packed_s8"
+
+
 def _total(sizes: List[int]) -> int:
     return sum(-(-size // ALIGN) * ALIGN for size in sizes)
 
