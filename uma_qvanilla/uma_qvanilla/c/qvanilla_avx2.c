@@ -74,7 +74,9 @@ AVX2 void qvanilla_dot_tile_avx2(const int16_t* win, size_t n, size_t kp, const 
  * channels in one vector of int16 lanes, into two vectors of 32-bit sums. */
 typedef char qvanilla_cb_is_a_vector[CB == 16 ? 1 : -1];
 
-static AVX2 ALWAYS_INLINE __m256i widen16(const int8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)p)); }
+static AVX2 ALWAYS_INLINE __m256i widen16(const int8_t* p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)p));
+}
 
 AVX2 void qvanilla_dw_taps_avx2(uint32_t* acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
                                 int first) {
@@ -131,7 +133,8 @@ static AVX2 ALWAYS_INLINE __m256i clamp64(__m256i r, __m256i lo, __m256i hi) {
 }
 
 /* finish_tflite() on four 64-bit lanes ab = x * M (upward: fix = 0, so finish()), clamped to [lo, hi]. */
-static AVX2 ALWAYS_INLINE __m256i finish4(__m256i ab, __m256i round, __m256i fix, __m256i right, __m256i lo, __m256i hi) {
+static AVX2 ALWAYS_INLINE __m256i finish4(__m256i ab, __m256i round, __m256i fix, __m256i right, __m256i lo,
+                                           __m256i hi) {
   const __m256i below = _mm256_cmpgt_epi64(_mm256_set1_epi64x(-((int64_t)1 << 30)), ab);
   const __m256i t = _mm256_sub_epi64(_mm256_add_epi64(ab, round), _mm256_and_si256(below, fix));
   return clamp64(floor_shift(t, right), lo, hi);
@@ -178,9 +181,8 @@ static AVX2 ALWAYS_INLINE void lanes_of(lanes8* l, const uint32_t* bias, const q
                                         size_t nb, int h, int transposed, int tflite, int32_t zp) {
   const __m256i k = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lanes = _mm256_add_epi32(k, _mm256_set1_epi32(8 * h));
   /* lane() inverted: lane 4a + b holds channel 4b + a (its own inverse) */
-  const __m256i index = transposed ? _mm256_add_epi32(_mm256_slli_epi32(_mm256_and_si256(lanes, _mm256_set1_epi32(3)), 2),
-                                                      _mm256_srli_epi32(lanes, 2))
-                                   : lanes;
+  const __m256i low2 = _mm256_and_si256(lanes, _mm256_set1_epi32(3));
+  const __m256i index = transposed ? _mm256_add_epi32(_mm256_slli_epi32(low2, 2), _mm256_srli_epi32(lanes, 2)) : lanes;
   const __m256i active = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)nb), index);
   const __m256i shift = gather8(c->shift + o0, index, active), zero = _mm256_setzero_si256();
   l->bias = gather8((const int32_t*)bias, index, active);

@@ -601,21 +601,33 @@ static void conv_plain_direct(const int8_t* input, const int8_t* weights, const 
   }
 }
 
+/* The dense entries: weights of `kind` (PLAIN: HWIO int8, PACKED: int16 rows, PACKED8: int8 blocks). */
+static qvanilla_status dense(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+                             const qvanilla_per_channel_quant_params* quant, const qvanilla_dims* input_dims,
+                             const int8_t* input, const qvanilla_dims* filter_dims, const void* weights,
+                             const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output, int kind) {
+  qvanilla_conv p;
+  qvanilla_channels q;
+  const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, weights, bias,
+                                                output_dims, output, kind, &p, &q);
+  if (status != QVANILLA_OK) return status;
+  const int16_t* packed = kind == PACKED ? weights : NULL;
+  const int8_t* packed8 = kind == PACKED8 ? weights : NULL;
+  if (short_windows(&p)) {
+    conv_tiles(input, packed, packed8, kind == PLAIN ? weights : NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
+  } else if (kind == PLAIN) {
+    conv_plain_direct(input, weights, &q, output, &p, ctx->buf);
+  } else {
+    conv_packed_direct(input, packed, packed8, &q, output, &p);
+  }
+  return QVANILLA_OK;
+}
+
 qvanilla_status qvanilla_conv2d_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
                                    const qvanilla_per_channel_quant_params* quant, const qvanilla_dims* input_dims,
                                    const int8_t* input, const qvanilla_dims* filter_dims, const int8_t* weights,
                                    const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output) {
-  qvanilla_conv p;
-  qvanilla_channels q;
-  const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, weights, bias,
-                                                output_dims, output, PLAIN, &p, &q);
-  if (status != QVANILLA_OK) return status;
-  if (short_windows(&p)) {
-    conv_tiles(input, NULL, NULL, weights, &q, output, &p, ctx->buf, (size_t)ctx->size);
-  } else {
-    conv_plain_direct(input, weights, &q, output, &p, ctx->buf);
-  }
-  return QVANILLA_OK;
+  return dense(ctx, params, quant, input_dims, input, filter_dims, weights, bias, output_dims, output, PLAIN);
 }
 
 qvanilla_status qvanilla_conv2d_packed_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
@@ -623,17 +635,7 @@ qvanilla_status qvanilla_conv2d_packed_s8(const qvanilla_context* ctx, const qva
                                           const qvanilla_dims* input_dims, const int8_t* input,
                                           const qvanilla_dims* filter_dims, const int16_t* packed_weights,
                                           const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output) {
-  qvanilla_conv p;
-  qvanilla_channels q;
-  const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, packed_weights,
-                                                bias, output_dims, output, PACKED, &p, &q);
-  if (status != QVANILLA_OK) return status;
-  if (short_windows(&p)) {
-    conv_tiles(input, packed_weights, NULL, NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
-  } else {
-    conv_packed_direct(input, packed_weights, NULL, &q, output, &p);
-  }
-  return QVANILLA_OK;
+  return dense(ctx, params, quant, input_dims, input, filter_dims, packed_weights, bias, output_dims, output, PACKED);
 }
 
 qvanilla_status qvanilla_conv2d_packed8_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
@@ -641,15 +643,5 @@ qvanilla_status qvanilla_conv2d_packed8_s8(const qvanilla_context* ctx, const qv
                                            const qvanilla_dims* input_dims, const int8_t* input,
                                            const qvanilla_dims* filter_dims, const int8_t* packed_weights,
                                            const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output) {
-  qvanilla_conv p;
-  qvanilla_channels q;
-  const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, packed_weights,
-                                                bias, output_dims, output, PACKED8, &p, &q);
-  if (status != QVANILLA_OK) return status;
-  if (short_windows(&p)) {
-    conv_tiles(input, NULL, packed_weights, NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
-  } else {
-    conv_packed_direct(input, NULL, packed_weights, &q, output, &p);
-  }
-  return QVANILLA_OK;
+  return dense(ctx, params, quant, input_dims, input, filter_dims, packed_weights, bias, output_dims, output, PACKED8);
 }
