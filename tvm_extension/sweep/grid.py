@@ -133,7 +133,7 @@ def known_backends() -> Dict[str, object]:
 def _check_point(backend, attrs: dict):
     """The backend's own check of one point's attributes (names, types, declared ranges), as
     tvmc makes it when the target is parsed: GridError with its line."""
-    from tvm_extension.uma.register import BackendError, target_attrs  # pylint: disable=import-outside-toplevel
+    from tvm_extension.uma.attrs import BackendError, target_attrs  # pylint: disable=import-outside-toplevel
 
     try:
         target_attrs(backend, attrs)

@@ -152,7 +152,7 @@ def complete_target(target: str, tvm_kinds: Sequence[str], codegens: Sequence[st
 def add_target_attr_args(parser, backends):
     """``--target-<name>-<attr>`` for every attribute an extension backend registered, its help
     giving the type, the default and the backend's declared range (``target_attr_ranges``)."""
-    from tvm_extension.uma.register import attr_ranges  # pylint: disable=import-outside-toplevel  (TVM: once used)
+    from tvm_extension.uma.attrs import attr_ranges  # pylint: disable=import-outside-toplevel
 
     for backend in backends:
         group = parser.add_argument_group(f"target {backend.target_name}")

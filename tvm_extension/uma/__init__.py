@@ -2,14 +2,14 @@
 
 Knows Relay and TIR, nothing of TVMC's command line.  Names are imported from their modules on
 first use, so ``tvm_extension.uma.config`` (the compile's settings, which a backend's TIR pass
-reads) imports without Relay.
+reads) and ``attrs`` import without Relay.
 """
 import importlib
 
 _MODULES = {
     "lower": ["lift_constants_pass", "offloaded_functions"],
-    "register": ["BackendError", "attr_ranges", "configure", "register_backend", "register_target",
-                 "registered_backends", "target_attrs"],
+    "register": ["configure", "register_backend", "registered_backends"],
+    "attrs": ["BackendError", "attr_ranges", "register_target", "target_attrs"],
     "config": ["COMPILE_LOCK", "CompileSettings", "TargetConfig", "compiling", "config_of", "current", "settings",
                "with_target"],
     "codegen": ["BackendFailure", "backend_failure", "c_library"],

@@ -15,6 +15,8 @@ import threading
 from types import MappingProxyType
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
+from .attrs import target_attrs
+
 
 @dataclasses.dataclass(frozen=True)
 class TargetConfig:
@@ -50,8 +52,6 @@ _CURRENT: contextvars.ContextVar = contextvars.ContextVar("tvm_extension_compile
 def target_config(backend, options: Optional[Mapping[str, Any]] = None) -> TargetConfig:
     """Parse ``options`` (strings from the command line, or values) over the backend's defaults
     (BackendError naming the attribute and its range when one is wrong)."""
-    from .register import target_attrs  # pylint: disable=import-outside-toplevel
-
     return TargetConfig(backend.target_name, tuple(sorted(target_attrs(backend, dict(options or {})).items())))
 
 

@@ -1,4 +1,5 @@
-/* QVanilla's argument checks (every entry's), its requantizations and scratch sizes. */
+/* QVanilla's argument checks (every entry's) and its requantizations.  The scratch layouts are the
+ * entries' own (qvanilla_conv2d_s8.c, qvanilla_depthwise_conv2d_s8.c): each passes its sizer. */
 #include "qvanilla_internal.h"
 
 /* The requantizations are the kit's (kit_requantize.h). */
@@ -70,16 +71,13 @@ static qvanilla_status check_conv(const qvanilla_conv* p, const int32_t* shift, 
   return QVANILLA_OK;
 }
 
-static size_t scratch_of(const qvanilla_conv* p, int kind, size_t budget) {
-  if (kind == PLAIN || kind == PACKED || kind == PACKED8) return qvanilla_dense_scratch(p, kind != PLAIN, budget);
-  return qvanilla_depthwise_scratch(p, kind == DEPTHWISE_PACKED, budget);
-}
+static int packed_kind(int kind) { return kind != PLAIN && kind != DEPTHWISE; }
 
 qvanilla_status qvanilla_check(const qvanilla_context* ctx, const qvanilla_conv_params* params,
                                const qvanilla_per_channel_quant_params* quant, const qvanilla_dims* input_dims,
                                const int8_t* input, const qvanilla_dims* filter_dims, const void* weights,
                                const int32_t* bias, const qvanilla_dims* output_dims, const int8_t* output, int kind,
-                               qvanilla_conv* p, qvanilla_channels* q) {
+                               qvanilla_sizer scratch, qvanilla_conv* p, qvanilla_channels* q) {
   if (ctx == NULL || params == NULL || quant == NULL || quant->multiplier == NULL || quant->shift == NULL ||
       input_dims == NULL || input == NULL || filter_dims == NULL || weights == NULL || bias == NULL ||
       output_dims == NULL || output == NULL) {
@@ -94,7 +92,7 @@ qvanilla_status qvanilla_check(const qvanilla_context* ctx, const qvanilla_conv_
   p->rounding = params->rounding;
   const qvanilla_status status = check_conv(p, quant->shift, kind);
   if (status != QVANILLA_OK) return status;
-  const size_t need = scratch_of(p, kind, 1); /* the least it accepts */
+  const size_t need = scratch(p, packed_kind(kind), 1); /* the least it accepts */
   if (need > 0 && (ctx->buf == NULL || ctx->size < 0 || (size_t)ctx->size < need ||
                    (uintptr_t)ctx->buf % QVANILLA_SCRATCH_ALIGN != 0)) {
     return QVANILLA_ESCRATCH;
@@ -103,34 +101,13 @@ qvanilla_status qvanilla_check(const qvanilla_context* ctx, const qvanilla_conv_
   return QVANILLA_OK;
 }
 
-int32_t qvanilla_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims, int kind) {
+int32_t qvanilla_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims, int kind,
+                             qvanilla_sizer scratch) {
   qvanilla_conv p;
   if (input_dims == NULL || filter_dims == NULL) return 0;
   /* the output's sizes do not matter: any valid ones, with the channels the entry needs */
   const qvanilla_dims output_dims = {1, 1, 1, kind == DEPTHWISE || kind == DEPTHWISE_PACKED ? input_dims->c
                                                                                            : filter_dims->n};
   if (!qvanilla_sizes(input_dims, filter_dims, &output_dims, kind, &p)) return 0;
-  return (int32_t)scratch_of(&p, kind, QVANILLA_SCRATCH_BUDGET); /* below 100 KB */
-}
-
-int32_t qvanilla_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims) {
-  return qvanilla_buffer_size(input_dims, filter_dims, PLAIN);
-}
-
-int32_t qvanilla_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims) {
-  return qvanilla_buffer_size(input_dims, filter_dims, PACKED);
-}
-
-int32_t qvanilla_conv2d_packed8_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims) {
-  return qvanilla_buffer_size(input_dims, filter_dims, PACKED8);
-}
-
-int32_t qvanilla_depthwise_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims,
-                                                     const qvanilla_dims* filter_dims) {
-  return qvanilla_buffer_size(input_dims, filter_dims, DEPTHWISE);
-}
-
-int32_t qvanilla_depthwise_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims,
-                                                            const qvanilla_dims* filter_dims) {
-  return qvanilla_buffer_size(input_dims, filter_dims, DEPTHWISE_PACKED);
+  return (int32_t)scratch(&p, packed_kind(kind), QVANILLA_SCRATCH_BUDGET); /* below 100 KB */
 }

@@ -609,7 +609,7 @@ static qvanilla_status dense(const qvanilla_context* ctx, const qvanilla_conv_pa
   qvanilla_conv p;
   qvanilla_channels q;
   const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, weights, bias,
-                                                output_dims, output, kind, &p, &q);
+                                                output_dims, output, kind, qvanilla_dense_scratch, &p, &q);
   if (status != QVANILLA_OK) return status;
   const int16_t* packed = kind == PACKED ? weights : NULL;
   const int8_t* packed8 = kind == PACKED8 ? weights : NULL;
@@ -644,4 +644,16 @@ qvanilla_status qvanilla_conv2d_packed8_s8(const qvanilla_context* ctx, const qv
                                            const qvanilla_dims* filter_dims, const int8_t* packed_weights,
                                            const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output) {
   return dense(ctx, params, quant, input_dims, input, filter_dims, packed_weights, bias, output_dims, output, PACKED8);
+}
+
+int32_t qvanilla_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims) {
+  return qvanilla_buffer_size(input_dims, filter_dims, PLAIN, qvanilla_dense_scratch);
+}
+
+int32_t qvanilla_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims) {
+  return qvanilla_buffer_size(input_dims, filter_dims, PACKED, qvanilla_dense_scratch);
+}
+
+int32_t qvanilla_conv2d_packed8_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims) {
+  return qvanilla_buffer_size(input_dims, filter_dims, PACKED8, qvanilla_dense_scratch);
 }

@@ -489,7 +489,7 @@ qvanilla_status qvanilla_depthwise_conv2d_s8(const qvanilla_context* ctx, const 
   qvanilla_conv p;
   qvanilla_channels q;
   const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, weights, bias,
-                                                output_dims, output, DEPTHWISE, &p, &q);
+                                                output_dims, output, DEPTHWISE, qvanilla_depthwise_scratch, &p, &q);
   if (status != QVANILLA_OK) return status;
   depthwise(input, NULL, weights, &q, output, &p, ctx->buf, (size_t)ctx->size);
   return QVANILLA_OK;
@@ -504,8 +504,19 @@ qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx,
   qvanilla_conv p;
   qvanilla_channels q;
   const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, packed_weights,
-                                                bias, output_dims, output, DEPTHWISE_PACKED, &p, &q);
+                                                bias, output_dims, output, DEPTHWISE_PACKED, qvanilla_depthwise_scratch,
+                                                &p, &q);
   if (status != QVANILLA_OK) return status;
   depthwise(input, packed_weights, NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
   return QVANILLA_OK;
+}
+
+int32_t qvanilla_depthwise_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims,
+                                                     const qvanilla_dims* filter_dims) {
+  return qvanilla_buffer_size(input_dims, filter_dims, DEPTHWISE, qvanilla_depthwise_scratch);
+}
+
+int32_t qvanilla_depthwise_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims,
+                                                            const qvanilla_dims* filter_dims) {
+  return qvanilla_buffer_size(input_dims, filter_dims, DEPTHWISE_PACKED, qvanilla_depthwise_scratch);
 }

@@ -203,15 +203,20 @@ void qvanilla_requant_avx2(const uint32_t* acc, size_t stride, size_t rows, cons
                            int transposed, const qvanilla_conv* p);
 #endif
 
-/* The entries' validation (qvanilla_check.c): the status of the header's list, in its order, and
- * the flattened conv in *p.  kind: what the entry is; weights int8 (plain, packed8), or int16 (packed). */
+/* An entry's scratch for its checked conv p (packed: weights packed, either kind) within budget (see
+ * "Scratch layouts" below). */
+typedef size_t (*qvanilla_sizer)(const qvanilla_conv* p, int packed, size_t budget);
+
+/* The entries' validation (qvanilla_check.c): the status of the header's list, in its order (the
+ * scratch against the least `scratch` gives), and the flattened conv in *p.  kind: what the entry
+ * is; weights int8 (plain, packed8), or int16 (packed). */
 enum { PLAIN, PACKED, DEPTHWISE, DEPTHWISE_PACKED, PACKED8 };
 enum { K16 = QVANILLA_K8_ALIGN }; /* packed8: the reduction in blocks of 16 int8 */
 qvanilla_status qvanilla_check(const qvanilla_context* ctx, const qvanilla_conv_params* params,
                                const qvanilla_per_channel_quant_params* quant, const qvanilla_dims* input_dims,
                                const int8_t* input, const qvanilla_dims* filter_dims, const void* weights,
                                const int32_t* bias, const qvanilla_dims* output_dims, const int8_t* output, int kind,
-                               qvanilla_conv* p, qvanilla_channels* q);
+                               qvanilla_sizer scratch, qvanilla_conv* p, qvanilla_channels* q);
 /* Whether dims give an entry of `kind` sizes it accepts (ESIZE's checks), and its conv's sizes in *p. */
 int qvanilla_sizes(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims, const qvanilla_dims* output_dims,
                    int kind, qvanilla_conv* p);
@@ -244,8 +249,9 @@ static inline void* qvanilla_take(qvanilla_arena* a, size_t bytes) {
 enum { MIN_TILE = 8 }; /* lean layouts trade channels at a time for at least this many pixels */
 size_t qvanilla_dense_scratch(const qvanilla_conv* p, int packed, size_t budget);
 size_t qvanilla_depthwise_scratch(const qvanilla_conv* p, int packed, size_t budget);
-/* The entries' _get_buffer_size: the scratch of `kind` for these dims within QVANILLA_SCRATCH_BUDGET,
- * 0 if they are rejected. */
-int32_t qvanilla_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims, int kind);
+/* The entries' _get_buffer_size (qvanilla_check.c): the scratch of `kind` for these dims within
+ * QVANILLA_SCRATCH_BUDGET, 0 if they are rejected. */
+int32_t qvanilla_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims, int kind,
+                             qvanilla_sizer scratch);
 
 #endif /* QVANILLA_INTERNAL_H_ */
