@@ -189,32 +189,46 @@ static void gather(int16_t* dst, size_t kp, const int8_t* input, const qvanilla_
   fill(dst + (size_t)p->kh * row, 0, kp - (size_t)p->kh * row);
 }
 
+/* Whether windows of k entries can be runs of the input's contiguous pixels: a 1x1 kernel of stride
+ * 1 along rows, k = ic. */
+static int in_runs(const qvanilla_conv* p, size_t k) {
+  return p->kh == 1 && p->kw == 1 && p->stride_w == 1 && k == (size_t)p->ic;
+}
+
+/* A tile's next windows, from pixel (y, x) on, at most `left` of them: if `runs` (in_runs()) a run
+ * of consecutive pixels of row y inside the image, whose windows are the input's contiguous pixels
+ * (*src their first input), else one pixel to gather (*src NULL).  Its length. */
+static ALWAYS_INLINE size_t next_windows(size_t left, int runs, size_t k, const int8_t* input, const qvanilla_conv* p,
+                                         int32_t y, int32_t x, const int8_t** src) {
+  *src = NULL;
+  if (!runs) return 1;
+  const int64_t iy = (int64_t)y * p->stride_h - p->pad_top, ix = (int64_t)x - p->pad_left;
+  const size_t run = (size_t)(p->ow - x) < left ? (size_t)(p->ow - x) : left;
+  if (!(iy >= 0 && iy < p->ih && ix >= 0 && ix + (int64_t)run <= p->iw)) return 1;
+  *src = input + ((size_t)iy * p->iw + (size_t)ix) * k;
+  return run;
+}
+
+/* (*y, *x) moved `run` pixels on, in output order (a run stays in its row). */
+static void advance(const qvanilla_conv* p, size_t run, int32_t* y, int32_t* x) {
+  *x += (int32_t)run;
+  if (*x == p->ow) {
+    *x = 0;
+    ++*y;
+  }
+}
+
 /* The windows of the n output pixels from (*y, *x) on (in output order) as rows of kp int16, and
- * (*y, *x) moved past them.  A 1x1 kernel of stride 1 along rows whose ic is a multiple of KA
- * reads runs of consecutive pixels: their windows are the input's contiguous pixels, widened. */
+ * (*y, *x) moved past them; runs of contiguous pixels widened whole. */
 static void gather_tile(int16_t* win, size_t kp, size_t n, const int8_t* input, const qvanilla_conv* p,
                         int32_t* y, int32_t* x) {
-  const int runs = p->kh == 1 && p->kw == 1 && p->stride_w == 1 && kp == (size_t)p->ic;
-  for (size_t i = 0; i < n;) {
-    size_t run = 1;
-    if (runs) { /* pixels [*x, *x + run) of row *y, all inside the image */
-      const int64_t iy = (int64_t)*y * p->stride_h - p->pad_top, ix = (int64_t)*x - p->pad_left;
-      run = (size_t)(p->ow - *x) < n - i ? (size_t)(p->ow - *x) : n - i;
-      if (iy >= 0 && iy < p->ih && ix >= 0 && ix + (int64_t)run <= p->iw) {
-        widen(win + i * kp, input + ((size_t)iy * p->iw + (size_t)ix) * kp, run * kp);
-      } else {
-        run = 1;
-        gather(win + i * kp, kp, input, p, *y, *x);
-      }
-    } else {
-      gather(win + i * kp, kp, input, p, *y, *x);
-    }
-    i += run;
-    *x += (int32_t)run;
-    if (*x == p->ow) {
-      *x = 0;
-      ++*y;
-    }
+  const int runs = in_runs(p, kp);
+  for (size_t i = 0, run; i < n; i += run) {
+    const int8_t* src;
+    run = next_windows(n - i, runs, kp, input, p, *y, *x, &src);
+    if (src != NULL) widen(win + i * kp, src, run * kp);
+    else gather(win + i * kp, kp, input, p, *y, *x);
+    advance(p, run, y, x);
   }
 }
 
@@ -269,26 +283,16 @@ static void gather8(int8_t* dst, size_t k16, const int8_t* input, const qvanilla
   set_bytes(dst + (size_t)p->kh * row, 0, k16 - (size_t)p->kh * row);
 }
 
-/* gather_tile() in int8 (runs of a 1x1 kernel copied whole when ic is a multiple of 16). */
+/* gather_tile() in int8, rows of k16 bytes (runs of a 1x1 kernel copied whole when ic is a multiple of 16). */
 static void gather_tile8(int8_t* win, size_t k16, size_t n, const int8_t* input, const qvanilla_conv* p, int32_t* y,
                          int32_t* x) {
-  const int runs = p->kh == 1 && p->kw == 1 && p->stride_w == 1 && k16 == (size_t)p->ic;
-  for (size_t i = 0; i < n;) {
-    size_t run = 1;
-    const int64_t iy = (int64_t)*y * p->stride_h - p->pad_top, ix = (int64_t)*x - p->pad_left;
-    if (runs) run = (size_t)(p->ow - *x) < n - i ? (size_t)(p->ow - *x) : n - i;
-    if (runs && iy >= 0 && iy < p->ih && ix >= 0 && ix + (int64_t)run <= p->iw) {
-      copy_bytes(win + i * k16, input + ((size_t)iy * p->iw + (size_t)ix) * k16, run * k16);
-    } else {
-      run = 1;
-      gather8(win + i * k16, k16, input, p, *y, *x);
-    }
-    i += run;
-    *x += (int32_t)run;
-    if (*x == p->ow) {
-      *x = 0;
-      ++*y;
-    }
+  const int runs = in_runs(p, k16);
+  for (size_t i = 0, run; i < n; i += run) {
+    const int8_t* src;
+    run = next_windows(n - i, runs, k16, input, p, *y, *x, &src);
+    if (src != NULL) copy_bytes(win + i * k16, src, run * k16);
+    else gather8(win + i * k16, k16, input, p, *y, *x);
+    advance(p, run, y, x);
   }
 }
 
@@ -602,7 +606,7 @@ static void conv_plain_direct(const int8_t* input, const int8_t* weights, const 
 }
 
 /* The dense entries: weights of `kind` (PLAIN: HWIO int8, PACKED: int16 rows, PACKED8: int8 blocks). */
-static qvanilla_status dense(const qvanilla_context* ctx, const qvanilla_conv_params* params,
+static ALWAYS_INLINE qvanilla_status dense(const qvanilla_context* ctx, const qvanilla_conv_params* params,
                              const qvanilla_per_channel_quant_params* quant, const qvanilla_dims* input_dims,
                              const int8_t* input, const qvanilla_dims* filter_dims, const void* weights,
                              const int32_t* bias, const qvanilla_dims* output_dims, int8_t* output, int kind) {
