@@ -13,6 +13,7 @@ form: the call's own constants (scales, zero points) come with it, to ``pack_con
 """
 import collections
 import dataclasses
+import inspect
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -73,8 +74,7 @@ class _Lower(relax.PyExprMutator):
         self.matched.append(func)
         # {parameter: numpy function} of the constants the kernel reads repacked.
         constants = {p: a.value.numpy() for p, a in zip(func.params, call.args) if isinstance(a, tvm.ir.GenericConst)}
-        packs = (self.backend.pack_constants(func, constants, self.attrs)
-                 if hasattr(self.backend, "pack_constants") else {})
+        packs = _packs(self.backend, func, constants, self.attrs)
         args = [relax.const(packs[param](constants[param])) if param in packs and param in constants
                 else arg for param, arg in zip(func.params, call.args)]
 
@@ -146,6 +146,15 @@ def _convs(func) -> List[relax.Call]:
     relax.analysis.post_order_visit(
         func.body, lambda e: convs.append(e) if isinstance(e, relax.Call) and e.op == tvm.ir.Op.get(CONV) else None)
     return convs
+
+
+def _packs(backend, func, constants, attrs) -> dict:
+    """The backend's ``pack_constants(func, constants[, attrs])``: the compile's target attributes
+    go to one that takes a third parameter (a backend written before they did takes two)."""
+    pack = getattr(backend, "pack_constants", None)
+    if pack is None:
+        return {}
+    return pack(func, constants, attrs) if len(inspect.signature(pack).parameters) >= 3 else pack(func, constants)
 
 
 def _patterns(backend, attrs: dict, which) -> list:

@@ -161,7 +161,7 @@ def why_not_offloaded(conv, attrs) -> Optional[str]:
     return _float_problem(fp.split(conv, {}))
 
 
-def pack_constants(func, constants, _attrs=None) -> dict:
+def pack_constants(func, constants) -> dict:
     """int8: the weights as the B matrix, the weight scales' constant as the channel table; float:
     the weights as the B matrix with the bias (zeros without one) as one more row."""
     if "conv2d_int8" in str(func.attrs["Composite"]):

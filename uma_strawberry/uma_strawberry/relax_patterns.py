@@ -61,7 +61,7 @@ def patterns(attrs):
     return conv2d_patterns(TARGET, lambda parts: _problem(parts, attrs) is None)
 
 
-def pack_constants(func, _constants=None, _attrs=None) -> dict:
+def pack_constants(func, _constants=None) -> dict:
     """The engine reads weights as [oc][ic|1][kh][kw] whatever the feature maps' layout, and one
     PReLU slope per channel (the kit's conv engine: ``oihw_packs``)."""
     return oihw_packs(func)

@@ -37,7 +37,7 @@ def patterns(attrs):
                            and stage_problem(parts) is None)
 
 
-def pack_constants(func, _constants=None, _attrs=None) -> dict:
+def pack_constants(func, _constants=None) -> dict:
     """Vanilla reads weights as [oc][ic][kh][kw] whatever the feature maps' layout, and one PReLU
     slope per channel (the kit's conv engine: ``oihw_packs``)."""
     return oihw_packs(func)
