@@ -68,11 +68,7 @@ QDENSE = [e for e in STRUCT + GENERATED + REFERENCES if "depthwise" not in e]
 QDEPTHWISE = [e for e in STRUCT + GENERATED + REFERENCES if "depthwise" in e]
 DENSE_STRUCT = [e for e in STRUCT if "depthwise" not in e]
 DEPTHWISE_STRUCT = [e for e in STRUCT if "depthwise" in e]
-
-
-def fits_int8(w, weight_zp):
-    """Whether the packed8 entries take these weights (every w - weight_zp in int8)."""
-    return -128 <= int(w.min()) - weight_zp and int(w.max()) - weight_zp <= 127
+fits_int8 = packing.fits_int8  # the packed8 entries' weights
 
 
 def qnames(entry):

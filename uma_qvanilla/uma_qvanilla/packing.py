@@ -49,6 +49,12 @@ def pack_conv8(weights: np.ndarray, weight_zp: int, input_zp: int,
     return None if packed8 is None else (packed8, folded)
 
 
+def fits_int8(weights: np.ndarray, weight_zp: int) -> bool:
+    """Whether every weight less its zero point is an int8 (the packed8 entry takes them)."""
+    low, high = (int(weights.min()), int(weights.max())) if weights.size else (weight_zp, weight_zp)
+    return -128 <= low - int(weight_zp) and high - int(weight_zp) <= 127
+
+
 def interleave8(packed: np.ndarray) -> Optional[np.ndarray]:
     """``pack_conv``'s int16 [OCP][KP] weights as the packed8 entry's int8 [OCP / 4][4 * K16], None
     if a value leaves int8."""

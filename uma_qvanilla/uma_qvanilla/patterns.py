@@ -58,8 +58,8 @@ def _prepare(func: relay.Function, budget: int, int8_weights: bool) -> relay.Fun
         packed, bias = packing.pack_depthwise(weight.reshape(weight.shape[0], weight.shape[1], channels),
                                               weight_zp, input_zp, bias)
     else:
-        packed8 = packing.pack_conv8(weight, weight_zp, input_zp, bias) if int8_weights else None
-        packed, bias = packed8 or packing.pack_conv(weight, weight_zp, input_zp, bias)
+        int8 = int8_weights and packing.fits_int8(weight, weight_zp)
+        packed, bias = (packing.pack_conv8 if int8 else packing.pack_conv)(weight, weight_zp, input_zp, bias)
     params = chain_channel_params(parts, bias, channels)
     act_min, act_max = chain_clamp(parts)  # what the pattern checked
     attrs = conv.attrs

@@ -72,18 +72,21 @@ def _problem(chain, value) -> Optional[str]:
     return q if isinstance(q, str) else None
 
 
+def _int8_weights(q, attrs) -> bool:
+    """Whether the chain calls the packed8 entry: a dense conv, the target asks (``int8_weights``),
+    and its weights fit int8."""
+    return not q.depthwise and target.int8_weights(attrs) and packing.fits_int8(q.weights, q.weight_zp)
+
+
 def _packed(q, attrs):
-    """The chain's packed weights and folded bias: int8 for the packed8 entry if the target asks
-    (``int8_weights``) and they fit, else int16."""
-    if not q.depthwise and attrs is not None and target.int8_weights({**TARGET_ATTRS, **attrs}):
-        packed8 = packing.pack_conv8(q.weights, q.weight_zp, q.input_zp, q.bias)
-        if packed8 is not None:
-            return packed8
+    """The chain's packed weights (int8 for the packed8 entry, else int16) and folded bias."""
+    if _int8_weights(q, attrs):
+        return packing.pack_conv8(q.weights, q.weight_zp, q.input_zp, q.bias)
     pack = packing.pack_depthwise if q.depthwise else packing.pack_conv
     return pack(q.weights, q.weight_zp, q.input_zp, q.bias)
 
 
-def pack_constants(func, constants, attrs=None) -> dict:
+def pack_constants(func, constants, attrs) -> dict:
     """At each call site (``constants``: its constant arguments by parameter), the weights become
     the packed weights (``_packed``) and the weight scales the int32 table [folded bias, multiplier,
     shift] of each output channel (qvanilla.h)."""
@@ -96,13 +99,13 @@ def pack_constants(func, constants, attrs=None) -> dict:
 
 
 def kernel_call(match, attrs):
-    """``qvanilla_conv2d_nhwc_packed_s8`` (``_packed8_s8``) or the depthwise entry (through their linked symbols,
-    c/qvanilla_linked.c) on the match's buffers, with the chain's rounding: (its status, the scratch
+    """``qvanilla_conv2d_nhwc_packed_s8`` (``_packed8_s8``) or the depthwise entry (through their
+    linked symbols, c/qvanilla_linked.c) on the match's buffers, with the chain's rounding: (its status, the scratch
     buffer to allocate for it, of the size its _get_buffer_size gives, mirrored by scratch.py)."""
     chain = qconv.fused_chain(match.func)
     q = _quantization(chain, qconv.reader(match.constants))
     g = conv_geometry(chain["conv"])
-    kind = scratch.packed_kind(q.depthwise, _packed(q, attrs)[0].dtype == np.int8)
+    kind = scratch.packed_kind(q.depthwise, _int8_weights(q, attrs))
     nbytes = scratch.buffer_size(kind, g["kh"], g["kw"], g["ic"], g["oc"], target.scratch_budget(attrs))
     work = tirx.decl_buffer((max(nbytes, 1),), "int8", "qvanilla_scratch")
     sizes = ("ih", "iw", "oc", "oh", "ow") if q.depthwise else ("ih", "iw", "ic", "oh", "ow", "oc")
