@@ -99,6 +99,8 @@ def workspace(tmp_path_factory):
     np.savez(work / "input.npz", **random_inputs(work / "model.onnx", seed=5))
     env = {k: v for k, v in os.environ.items() if k not in ("TVM_EXTENSION_PATH", "TVM_EXTENSION_VENV", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    # the README's sweeps compute their points in a cache of this run's, not in the home folder's
+    env["TVM_EXTENSION_SWEEP_CACHE"] = str(tmp_path_factory.mktemp("sweep-cache"))
     done = subprocess.run(["bash", "-c", "source scripts/env.sh demo"], cwd=work, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     return work, env

@@ -6,16 +6,19 @@ computes nothing; bad plans end in one line before anything runs."""
 import csv
 import dataclasses
 import hashlib
+import os
+import shutil
 import signal
-import tarfile
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 
 import numpy as np
 import pytest
 
-from conftest import MODELS
+from conftest import MODELS, ROOT
 from tvm_extension import sweep
 from tvm_extension.mlf import build
 from tvm_extension.sweep import cache as sweep_cache
@@ -62,6 +65,18 @@ def sweeps(tmp_path_factory):
     finished = {p.stem for p in points.glob("*.json")}
     second = sweep.run_sweep(plan(qdq, ["16K", 32768]), work / "out2", work / "cache", workers=2)
     return work, qdq, (first.returncode, stderr, finished), second
+
+
+@pytest.fixture
+def ray_temp(monkeypatch):
+    """Ray's default temporary folder (``RAY_TMPDIR``) of the test's own, for its clusters and
+    what they start: where a cluster names itself (ray_current_cluster) for any ``ray.init()`` on
+    the machine to join, seen by this test's processes only, not another copy of the suite's.
+    Short, since Ray's sockets live in it."""
+    folder = tempfile.mkdtemp(prefix="ray-test-")
+    monkeypatch.setenv("RAY_TMPDIR", folder)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def by_point(records):
@@ -312,7 +327,7 @@ def test_the_process_pool_stands_in_for_ray():
     assert got[0] == 10 and got[2] == 50 and isinstance(got[1], ValueError)
 
 
-def test_a_two_node_ray_cluster_shares_the_points(sweeps, tmp_path):
+def test_a_two_node_ray_cluster_shares_the_points(sweeps, tmp_path, ray_temp):
     """--address: a real two-node cluster on this machine (Ray's own Cluster), one CPU each: the
     two points run on both nodes and give the records of the local sweep."""
     from ray.cluster_utils import Cluster
@@ -397,3 +412,124 @@ def test_an_edited_backend_is_computed_again(tmp_path, monkeypatch):
     assert cache.get(point) == {"dma_bytes": 1}
     assert cache.get(dataclasses.replace(point, backend_code=after)) is None
     assert all(source_digest(b) for b in known_backends().values()), "every installed backend has sources"
+
+
+# A sweep and the engine under it: its own local Ray, never another's cluster; a dead worker's
+# point run again; the framework's code in the cache key.
+
+def _sweep_command(out, cache, *extra):
+    return [sys.executable, "-m", "tvm_extension.sweep", "--model", CNN, "--attr",
+            "strawberry.scratchpad_bytes=16K,32K", "-o", str(out), "--cache", str(cache), *extra]
+
+
+def _rows(out):
+    with open(out / "results.csv") as file:
+        return list(csv.DictReader(file))
+
+
+def test_sweeps_run_on_their_own_ray_beside_another_cluster(tmp_path, ray_temp):
+    """Two sweeps started at once while a Ray cluster of someone else's runs on this machine (a
+    ``ray.cluster_utils.Cluster``, which names itself in /tmp/ray/ray_current_cluster for any
+    ``ray.init()`` to join): each starts a Ray of its own and finishes every point, matched, on its
+    own node, although the other cluster shuts down while they run."""
+    import psutil
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    theirs = {cluster.head_node.node_id[:12]}
+    sweeps = [subprocess.Popen(_sweep_command(tmp_path / f"out{i}", tmp_path / f"cache{i}", "--workers", "1"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    try:
+        # once both sweeps run a point on their Ray, the other cluster goes away
+        deadline = time.time() + 600
+        while time.time() < deadline and not all(any(p.cmdline()[:1] == ["ray::_located"] for p in
+                                                      psutil.Process(s.pid).children(recursive=True)
+                                                      if _alive(p)) for s in sweeps):
+            assert all(s.poll() is None for s in sweeps), [s.communicate() for s in sweeps]
+            time.sleep(0.2)
+    finally:
+        cluster.shutdown()
+    for i, done in enumerate(sweeps):
+        stdout, stderr = done.communicate(timeout=900)
+        assert done.returncode == 0, stderr[-3000:]
+        rows = _rows(tmp_path / f"out{i}")
+        assert [r["matched"] for r in rows] == ["True", "True"] and not {r["node"] for r in rows} & theirs, rows
+        assert len({r["node"] for r in rows}) == 1
+
+
+def _alive(process) -> bool:
+    try:
+        return bool(process.cmdline())
+    except Exception:  # pylint: disable=broad-except  # gone between listing and reading
+        return False
+
+
+def test_a_point_whose_worker_is_killed_runs_again(tmp_path):
+    """The Ray worker computing a point is killed mid-point (SIGKILL, as the kernel's OOM killer
+    does): Ray runs the point again, the sweep finishes with every point matched, and the point's
+    record says it was retried."""
+    import psutil
+
+    sweep_process = subprocess.Popen(_sweep_command(tmp_path / "out", tmp_path / "cache", "--workers", "1",
+                                                    "--keep-work"),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    work = tmp_path / "cache" / "work"
+    deadline, killed = time.time() + 600, None
+    while killed is None and time.time() < deadline and sweep_process.poll() is None:
+        if work.is_dir() and any(work.iterdir()):  # a point has started in its folder
+            for process in psutil.Process(sweep_process.pid).children(recursive=True):
+                if _alive(process) and process.cmdline()[:1] == ["ray::_located"]:
+                    process.kill()
+                    killed = process.pid
+        time.sleep(0.1)
+    stdout, stderr = sweep_process.communicate(timeout=900)
+    assert killed, stderr[-3000:]
+    assert sweep_process.returncode == 0, stderr[-3000:]
+    rows = _rows(tmp_path / "out")
+    assert [r["matched"] for r in rows] == ["True", "True"], rows
+    assert sorted(r["retried"] for r in rows) == ["", "by Ray, attempt 2"], rows
+    assert "retried" in (tmp_path / "out" / "report.md").read_text()
+
+
+def dies_on_first_try(marker):
+    """A point whose process dies the first time (its marker file not yet written)."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(9)
+    return {"value": 1}
+
+
+@pytest.mark.quick
+def test_the_process_pool_runs_again_what_a_dead_worker_had(tmp_path):
+    pool = engine.LocalEngine(workers=1)
+    try:
+        got = dict(pool.imap(dies_on_first_try, [(str(tmp_path / "a"),), (str(tmp_path / "b"),)]))
+    finally:
+        pool.close()
+    assert [got[0]["value"], got[1]["value"]] == [1, 1]
+    assert got[0]["retried"].startswith("locally, attempt ") and got[1]["retried"].startswith("locally, attempt ")
+
+
+def test_an_edited_framework_computes_its_points_again(tmp_path):
+    """The cache key covers the framework's own code: the same plan in an environment whose MLF
+    writer is a copy is computed, the same copy again comes from the cache, and once the copy's
+    MLF writer is edited the point is computed again."""
+    copy = tmp_path / "framework"
+    shutil.copytree(ROOT / "tvm_extension", copy / "tvm_extension", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    command = [sys.executable, "-m", "tvm_extension.sweep", "--model", CNN, "--attr",
+               "strawberry.scratchpad_bytes=32K", "--cache", str(tmp_path / "cache"), "--no-ray"]
+
+    def sweep_once(name):
+        done = subprocess.run([*command, "-o", str(tmp_path / name)], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        (row,) = _rows(tmp_path / name)
+        assert row["matched"] == "True", row
+        return row
+
+    first, again = sweep_once("first"), sweep_once("again")
+    assert (first["cached"], again["cached"]) == ("False", "True") and first["key"] == again["key"]
+    writer = copy / "tvm_extension" / "mlf" / "export.py"
+    writer.write_text(writer.read_text() + "\n# edited: the MLF writer of another version\n")
+    edited = sweep_once("edited")
+    assert edited["cached"] == "False" and edited["key"] != first["key"]

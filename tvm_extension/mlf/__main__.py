@@ -100,6 +100,8 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="mlf-host-") as work:
             program = compile_in(work)
             outputs, seconds = program.run(_read_inputs(args.inputs, program), repeat=args.repeat)
+        for line in getattr(program, "diagnostics", []):  # the program's own stderr (CHOCOLATE_REPORT=1...)
+            sys.stderr.write(line + "\n")
         partial = args.outputs.with_name(f".{args.outputs.name}.partial.npz")
         np.savez(partial, **outputs)
         partial.replace(args.outputs)

@@ -38,6 +38,7 @@ class HostProgram:
     executable: Path
     inputs: List[Tensor]
     outputs: List[Tensor]
+    diagnostics: List[str] = dataclasses.field(default_factory=list)  # the last run's stderr, but its timing
 
     def filled_inputs(self, fill_mode: str = "random", seed: int = 0) -> Dict[str, np.ndarray]:
         """Inputs made as ``tvmc run --fill-mode`` makes them (zeros, ones, random)."""
@@ -81,10 +82,12 @@ class HostProgram:
         done = subprocess.run(args, capture_output=True, text=True)
         if done.returncode != 0:
             raise HostBuildError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
-        seconds = 0.0
+        seconds, self.diagnostics = 0.0, []
         for line in done.stderr.splitlines():
             if line.startswith("seconds_per_run:"):
                 seconds = float(line.split(":")[1])
+            else:  # what the program's libraries print (a hardware model's counters...): for mlf run to pass on
+                self.diagnostics.append(line)
         outputs = {
             t.name: np.fromfile(p, dtype=t.dtype).reshape(t.shape or (-1,)) for t, p in zip(self.outputs, out_paths)
         }

@@ -231,6 +231,8 @@ def run_point(point: Point, inputs, expected, work_root: Optional[str] = None, k
               "board": point.board, "engine": point.engine, "matched": False, "error": None,
               "host": os.uname().nodename, "pid": os.getpid()}
     started = time.time()
+    if work_root:  # --keep-work: under the cache, made on the node the point runs on
+        os.makedirs(work_root, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"sweep-{point.backend}-", dir=work_root))
     stage = "compile"
     try:

@@ -110,6 +110,12 @@ def write(records: List[dict], figures: List[Path], run: dict, path: Path, drawi
             cells = [r["model"], r["backend"], r["attributes"], r["board"], r.get("board_rom"), r.get("board_ram"),
                      r.get("board_instructions"), equal]
             lines.append("| " + " | ".join(_number(c) for c in cells) + " |")
+    retried = [r for r in records if r.get("retried")]
+    if retried:
+        lines += ["", "## Points run again", "",
+                  "The process running these points died under them (its worker or node lost, not their own error): "
+                  "they were run again, and their results are those of the run that finished.", ""]
+        lines += [f"- {r['model']} on {r['backend']} ({r['attributes']}): retried {r['retried']}" for r in retried]
     if failed:
         lines += ["", "## Failed points", ""]
         lines += [f"- {r['model']} on {r['backend']} ({r['attributes']}): {r['error']}" for r in failed]

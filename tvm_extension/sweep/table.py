@@ -8,7 +8,7 @@ FIRST = ["model", "backend", "attributes", "matched", "error", "cached", "second
          "lower_bound_bytes", "dma_transfers", "engine_calls", "macs", "utilisation", "dma_cycles",
          "compute_cycles", "est_cycles", "est_cycles_overlap", "scratchpad", "macs_per_cycle", "offloaded_functions", "model_macs", "core_macs",
          "never_on_core", "code_bytes",
-         "workspace_bytes", "constants_bytes", "max_error", "offloaded", "host", "node", "pid", "key"]
+         "workspace_bytes", "constants_bytes", "max_error", "offloaded", "host", "node", "pid", "retried", "key"]
 
 
 def columns(records: List[dict]) -> List[str]:

@@ -10,19 +10,14 @@ shared by its workers, unless it is set already (a developer may keep one across
 nothing is cached.
 """
 import hashlib
-import importlib.metadata
 import json
 import os
 import shutil
-import subprocess
-import sys
-import sysconfig
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Optional
 
-from tvm_extension.api.digest import SOURCES, file_digest, tree_digest
+from tvm_extension.api.digest import _import_roots, code_digest, file_digest, tree_digest  # noqa: F401  (_import_roots: its tests)
 
 ENV_VARIABLE = "TVM_EXTENSION_BUILD_CACHE"
 
@@ -30,35 +25,6 @@ ENV_VARIABLE = "TVM_EXTENSION_BUILD_CACHE"
 def folder() -> Optional[Path]:
     value = os.environ.get(ENV_VARIABLE)
     return Path(value) if value else None
-
-
-@lru_cache(maxsize=None)
-def _import_roots() -> tuple:
-    """Folders a new interpreter imports from that are not the interpreter's library: the
-    editable installs' folders (this checkout, the backends'), and within site-packages the
-    files of every distribution that installs into the ``tvm_extension`` namespace."""
-    paths = json.loads(subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"],
-                                      capture_output=True, text=True, check=True, cwd=tempfile.gettempdir()).stdout)
-    library = {os.path.realpath(sysconfig.get_path(name)) for name in ("stdlib", "platstdlib", "purelib", "platlib")}
-    site_dirs = {os.path.realpath(p) for p in paths if p.endswith("site-packages")}
-    roots = [p for p in paths if os.path.isdir(p) and os.path.realpath(p) not in library | site_dirs
-             and not os.path.realpath(p).startswith(tuple(library))]
-    installed = sorted(str(dist.locate_file(f)) for dist in importlib.metadata.distributions()
-                       if any(str(f).startswith("tvm_extension/") for f in dist.files or [])
-                       for f in dist.files or [] if str(f).endswith(SOURCES))
-    return tuple(roots), tuple(installed)
-
-
-def code_digest() -> str:
-    """Digest of the code a compile in a new process can import (see ``_import_roots``)."""
-    roots, installed = _import_roots()
-    digest = hashlib.sha256()
-    for root in roots:
-        digest.update(root.encode() + b"\0" + tree_digest(Path(root)).encode())
-    for path in installed:
-        if os.path.isfile(path):
-            digest.update(path.encode() + b"\0" + file_digest(Path(path)).encode())
-    return digest.hexdigest()
 
 
 @lru_cache(maxsize=None)

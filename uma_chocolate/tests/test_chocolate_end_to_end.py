@@ -2,7 +2,12 @@
 built with gcc, run, and bit-exact with TVM's CPU build at every tile size; the tile size
 changes the hardware model's counters, never the outputs; the TIR shows the loops around
 the core calls; a deleted transfer fails loudly."""
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +17,7 @@ from tvm_extension.testing import (assert_close, assert_one_line_error, edited_m
                                    onnx_reference, onnxruntime_reference, qdq_model, random_inputs, run_program,
                                    run_tvmc, tflite_reference, tvm_cpu_reference)
 
+README = Path(__file__).resolve().parents[1] / "README.md"
 TILES = [(4, 4, 4), (8, 8, 8), (16, 16, 16)]
 PLANNED = re.compile(r"order (\w+), A from ([^:]+): .* moves (\d+) host bytes in (\d+) DMA cycles")
 
@@ -121,6 +127,17 @@ def test_ragged_qdq_conv_bit_exact(tmp_path, monkeypatch):
     assert all(np.array_equal(g, e) for g, e in zip(got, expected)), "not bit-exact with TVM's CPU build"
     assert counters["macs_useful"] < counters["macs_issued"]
     assert assert_counters_as_planned(done, counters) == [("weights", "whole")]
+    # README's line, as written there: the same counters on mlf run's stderr
+    line = next(l for l in README.read_text().splitlines() if "CHOCOLATE_REPORT=1 python -m tvm_extension.mlf run" in l)
+    shutil.copyfile(out, work / "m.tar")
+    np.savez(work / "in.npz", **inputs)
+    shown = subprocess.run(["bash", "-c", line.split("#")[0]], cwd=work, capture_output=True, text=True,
+                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
+    assert shown.returncode == 0, shown.stderr
+    printed = dict(l.split(": ") for l in shown.stderr.splitlines() if l.startswith("chocolate."))
+    assert {key.split(".", 1)[1]: int(v) for key, v in printed.items()} == counters, shown.stderr
+    with np.load(work / "out.npz") as saved:
+        assert all(np.array_equal(g, saved[name]) for g, name in zip(got, saved.files))
 
 
 # cnn.onnx's three convs (3x3 on 16x16x3, 3x3 on 16x16x8, 5x5 on 4x4x16) in small scratchpads:
