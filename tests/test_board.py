@@ -194,23 +194,40 @@ def test_tflite_exact_network_on_board_equals_tflite(tmp_path, mlf, net, board):
         assert np.unique(expected[0]).size > 1
 
 
-def test_cli_runs_on_a_board(tmp_path, mlf):
-    archive = mlf("kws_dscnn_int8", "qvanilla")
+def cli_run_equals_host(tmp_path, archive, board, *options, seed=3) -> str:
+    """``python -m tvm_extension.mlf run --board BOARD OPTIONS`` of ``archive``: its outputs are the
+    host run's; its stdout."""
     host = build(archive, tmp_path / "host")
-    inputs = inputs_for(host, seed=3)
+    inputs = inputs_for(host, seed=seed)
     np.savez(tmp_path / "in.npz", **inputs)
-    done = subprocess.run([sys.executable, "-m", "tvm_extension.mlf", "run", "--board", "mps2-an386", str(archive),
+    done = subprocess.run([sys.executable, "-m", "tvm_extension.mlf", "run", "--board", board, *options, str(archive),
                            "-i", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     expected, _ = host.run(inputs)
     with np.load(tmp_path / "out.npz") as got:
         assert all(np.array_equal(got[name], value) for name, value in expected.items())
-    instructions = re.search(r"instructions per inference on mps2-an386 \(Cortex-M4\): (\d+)", done.stdout)
-    assert instructions and int(instructions.group(1)) > 1_000_000, done.stdout
+    return done.stdout
+
+
+def test_cli_runs_on_a_board(tmp_path, mlf):
+    stdout = cli_run_equals_host(tmp_path, mlf("kws_dscnn_int8", "qvanilla"), "mps2-an386")
+    instructions = re.search(r"instructions per inference on mps2-an386 \(Cortex-M4\): (\d+)", stdout)
+    assert instructions and int(instructions.group(1)) > 1_000_000, stdout
     for fragment in ("ROM", "generated: text", "kernel library: text", "runtime: text", "AOT workspace 52096",
                      "peak stack of an inference", "the heap it took"):
-        assert fragment in done.stdout, done.stdout
+        assert fragment in stdout, stdout
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("board, spelling", [("mps2-an386", ["--cflags", "-O0"]), ("mps3-an547", ["--cflags=-O0"]),
+                                             ("mps2-an386", ["--cflags=-O2 -fno-omit-frame-pointer"])])
+def test_a_debug_build_runs_on_the_board(tmp_path, mlf, board, spelling):
+    """A firmware team's debug build of a QVanilla network (the DSP extension's asm on the M4,
+    Helium's on the M55): mlf run --board with -O0 (either spelling) or a frame pointer builds and
+    gives the host's outputs."""
+    cli_run_equals_host(tmp_path, mlf("kws_dscnn_int8", "qvanilla", *CORE_OPTIONS.get(("qvanilla", board), ())), board,
+                        *spelling, seed=4)
 
 
 # Random QVanilla layers (dense and depthwise, both roundings, shifts from -12 to +3, zero

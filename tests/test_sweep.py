@@ -255,6 +255,7 @@ USER_ERRORS = [
     (["--model", CNN, "--attr", "chocolate.tile_m=4,0"], "target 'chocolate': attribute 'tile_m' must be in 2.."),
     (["--model", CNN, "--backend", "strawberry", "--board", "mps2-an999"], "board: unknown board 'mps2-an999'"),
     (["--model", CNN, "--backend", "strawberry", "--device", "fpga"], "device: no device 'fpga' (known: rtl)"),
+    (["--model", CNN, "--backend", "strawberry", "--address", "127.0.0.1:1"], "cannot reach Ray at 127.0.0.1:1: "),
     (["plan.toml"], "plan.toml is not valid TOML: "),
 ]
 

@@ -20,6 +20,7 @@ extern int main(int argc, char** argv);
 extern void initialise_monitor_handles(void); /* newlib's semihosting (librdimon) */
 
 #define SCB_CPACR (*(volatile uint32_t*)0xE000ED88u)
+#define SCB_CCR (*(volatile uint32_t*)0xE000ED14u)
 #define SYST_CSR (*(volatile uint32_t*)0xE000E010u)
 #define SYST_RVR (*(volatile uint32_t*)0xE000E014u)
 #define SYST_CVR (*(volatile uint32_t*)0xE000E018u)
@@ -54,10 +55,16 @@ static int read_arguments(void) {
   return argc;
 }
 
-/* A fault ends the run with a message instead of a hang. */
-static void fault(void) {
-  fputs("error: the board stopped on a processor fault (hard fault)\n", stderr);
+/* A fault ends the run with a message instead of a hang: where (the stacked pc) and why (the
+ * configurable fault status register: 0x01000000 an unaligned access, 0x02000000 a division by zero). */
+__attribute__((used)) static void fault_report(const uint32_t* frame) {
+  fprintf(stderr, "error: the board stopped on a processor fault (hard fault) at pc 0x%08lx (lr 0x%08lx), cfsr 0x%08lx\n",
+          (unsigned long)frame[6], (unsigned long)frame[5], (unsigned long)*(volatile uint32_t*)0xE000ED28u);
   exit(3);
+}
+
+__attribute__((naked)) static void fault(void) {
+  __asm__ volatile("mrs r0, msp\n b fault_report"); /* the exception frame: r0-r3, r12, lr, pc, xpsr */
 }
 
 static void systick(void) { ++systick_wraps; }
@@ -69,6 +76,10 @@ void reset(void) {
   SCB_CPACR |= 0xFu << 20; /* CP10 and CP11: the FPU (and MVE) */
   __asm__ volatile("dsb\n isb" ::: "memory");
 #endif
+#if defined(BOARD_TRAP_UNALIGNED) /* as parts that fault on unaligned loads (build with -mno-unaligned-access) */
+  SCB_CCR |= 1u << 3;   /* UNALIGN_TRP */
+  __asm__ volatile("dsb\n isb" ::: "memory");
+#endif
   SYST_RVR = SYST_RELOAD;
   SYST_CVR = 0;
   SYST_CSR = 7; /* enabled, processor clock, interrupt on wrap */
@@ -76,6 +87,17 @@ void reset(void) {
   int argc = read_arguments();
   exit(main(argc, arguments));
 }
+
+#if defined(BOARD_TRAP_UNALIGNED)
+/* This newlib's memcpy (built for cores that allow unaligned words) loads words at any alignment:
+ * on a part that traps them, a byte-wise one (volatile: gcc would make the loop a memcpy call). */
+void* memcpy(void* restrict dst, const void* restrict src, size_t n) {
+  volatile unsigned char* d = dst;
+  const volatile unsigned char* s = src;
+  for (size_t i = 0; i < n; ++i) d[i] = s[i];
+  return dst;
+}
+#endif
 
 uint64_t board_ticks(void) {
   uint32_t wraps, value;

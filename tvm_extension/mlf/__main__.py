@@ -56,6 +56,17 @@ def _check_paths(args):
         raise HostBuildError(f"output folder {args.outputs.parent} of -o {args.outputs} does not exist: create it first")
 
 
+def _joined_cflags(argv):
+    """``--cflags -O0`` as ``--cflags=-O0``: argparse takes a value that starts with a dash for an option."""
+    joined = []
+    for arg in argv:
+        if joined and joined[-1] == "--cflags":
+            joined[-1] = f"--cflags={arg}"
+        else:
+            joined.append(arg)
+    return joined
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tvm_extension.mlf", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,7 +85,7 @@ def main(argv=None) -> int:
     run.add_argument("-i", "--inputs", type=Path, required=True, help=".npz keyed by input name, or .npy")
     run.add_argument("-o", "--outputs", type=Path, required=True, help=".npz to write the outputs to")
     run.add_argument("--repeat", type=int, default=0, help="time this many runs and print seconds per run")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_joined_cflags(sys.argv[1:] if argv is None else list(argv)))
 
     def compile_in(work):
         if args.board:

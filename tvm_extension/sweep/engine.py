@@ -10,6 +10,7 @@ import concurrent.futures
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -37,6 +38,8 @@ class RayEngine:
         self.ray, self.workers = ray, workers
         # Given no address, Ray joins whatever cluster /tmp/ray/ray_current_cluster names (another
         # sweep's, a test's): "local" starts one of our own, in a temporary folder of our own.
+        if address:
+            _reachable(address)
         self.temp_dir = None if address else tempfile.mkdtemp(prefix="sweep-ray-")
         try:
             if address:
@@ -90,6 +93,20 @@ class RayEngine:
     def close(self):
         self.ray.shutdown()
         self._remove_temp_dir()
+
+
+def _reachable(address: str, seconds: float = 10.0):
+    """EngineError unless something listens at the cluster's HOST:PORT (Ray itself retries an
+    unreachable address for minutes, printing as it goes)."""
+    if address == "auto":
+        return
+    host, _, port = address.split("://")[-1].rpartition(":")
+    try:
+        socket.create_connection((host or "localhost", int(port)), timeout=seconds).close()
+    except ValueError:
+        raise EngineError(f"--address {address}: expected HOST:PORT (ray start --head prints it)") from None
+    except OSError as err:
+        raise EngineError(f"cannot reach Ray at {address}: {err.strerror or err}") from None
 
 
 def _located(fn: Callable, *args):

@@ -8,6 +8,7 @@ Each call gets arrays of exactly their size: under ``clib.run_sanitized``
 import ctypes
 import platform
 import re
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -154,7 +155,7 @@ def numpy_output_stage(acc, params, q):
 
 def qrun(lib, entry, x, w, params, oh, ow, q):
     """(status, output) of ``entry`` on a graph's tensors: x [ih][iw][ic] and HWIO (or [kh][kw][channels])
-    weights w with their zero points, params [bias, multiplier, shift]; packed entries get the
+    weights w with their zero points (the plain dense entries get them as OHWI), params [bias, multiplier, shift]; packed entries get the
     weights and biases packed as the compiler packs them (uma_qvanilla.packing), and every entry
     the scratch its _get_buffer_size asks for (uma_qvanilla.scratch's mirror); each array a copy
     of exactly its size."""
@@ -165,6 +166,8 @@ def qrun(lib, entry, x, w, params, oh, ow, q):
         assert "packed8" not in entry or fits_int8(w, q["weight_zp"]), "the packed8 entries' weights fit int8"
         w, bias = pack(w, q["weight_zp"], q["input_zp"], params[0])
         params = np.stack([bias, params[1], params[2]]).astype(np.int32)
+    elif w.ndim == 4:  # the plain dense entries take OHWI, as TFLite's and CMSIS-NN's convs
+        w = w.transpose(3, 0, 1, 2)
     g = dict(dict(ih=ih, iw=iw, ic=ic, oh=oh, ow=ow, oc=oc, kh=kh, kw=kw, rounding=Q["ROUNDING_UPWARD"]), **q)
     output = np.full((oh, ow, oc), 77, np.int8)
     work = qscratch(entry, g)
@@ -480,7 +483,7 @@ def qvanilla_errors():
             pointers.update(arrays or {})
             cases.append((code, entry, list(pointers.values()), dict(g=g, size=size, null=null, misaligned=misaligned)))
 
-    for role in ("input", "weights", "bias", "output", "multiplier", "shift"):
+    for role in ("input", "weights", "output", "multiplier", "shift"):  # a NULL bias is zeros (CMSIS-NN's)
         add("EINVAL", {role: None})
     for name in NULLABLE:
         add("EINVAL", null=[name])
@@ -579,6 +582,89 @@ def test_qvanilla_rejects_each_bad_argument_with_its_code(qvanilla):
         if code != "OK":
             for a, b in zip(before, arrays):
                 assert a is None or a.tobytes() == b.tobytes(), "an array changed on error"
+
+
+def test_a_null_bias_is_zeros(qvanilla):
+    """As CMSIS-NN's convs allow: each struct entry given a NULL bias computes what it computes with
+    a bias of zeros (input zero point 0, so that the packed entries' folded bias is zeros too)."""
+    rng = np.random.default_rng(8)
+    for entry in STRUCT:
+        depthwise = "depthwise" in entry
+        ic, oc = 5, 5 if depthwise else 7
+        x = rng.integers(-128, 128, (6, 6, ic)).astype(np.int8)
+        w = rng.integers(-128, 128, (3, 3, ic) if depthwise else (3, 3, ic, oc)).astype(np.int8)
+        params = qparams(rng, oc, shifts=-9, biases=0)
+        q = dict(stride_h=1, stride_w=1, pad_top=1, pad_left=1, input_zp=0, weight_zp=0, output_zp=3, act_min=-128,
+                 act_max=127)
+        status, zeros = qrun(qvanilla, entry, x, w, params, 6, 6, q)
+        assert status == Q["OK"] and np.array_equal(zeros, numpy_qconv(x, w, params, 6, 6, q)), entry
+        if "packed" in entry:
+            pack = (packing.pack_depthwise if depthwise else packing.pack_conv8 if "packed8" in entry else
+                    packing.pack_conv)
+            w, _ = pack(w, 0, 0, params[0])
+        elif not depthwise:
+            w = w.transpose(3, 0, 1, 2)  # OHWI
+        g = dict(ih=6, iw=6, ic=ic, oh=6, ow=6, oc=oc, kh=3, kw=3, rounding=Q["ROUNDING_UPWARD"], **q)
+        work = qscratch(entry, g)
+        output = np.full((6, 6, oc), 77, np.int8)
+        status = call(qvanilla, entry, [x, np.array(w, order="C"), None, output, params[1].copy(), params[2].copy(),
+                                        work], g, work.size)
+        assert status == Q["OK"] and np.array_equal(output, zeros), entry
+
+
+def test_buffer_sizes_refuse_what_the_entries_refuse(qvanilla):
+    """_get_buffer_size gives 0 for tensors too large to index (the entries' ERANGE), not a size
+    computed from products that wrapped around: filters of 2^93 weights, inputs of 2^93 bytes, and
+    2^62 weights packed as int16 (as int8 they fit: the plain and packed8 entries take them)."""
+    huge = [(scratch.KINDS, Dims(1, 9, 9, INT_MAX), Dims(INT_MAX, INT_MAX, INT_MAX, INT_MAX)),
+            (scratch.KINDS, Dims(1, INT_MAX, INT_MAX, INT_MAX), Dims(1, 3, 3, INT_MAX)),
+            (["conv2d_packed_s8"], Dims(1, 9, 9, 2**20), Dims(2**16, 2**13, 2**13, 2**20))]
+    for kinds, input_dims, filter_dims in huge:
+        for kind in kinds:
+            if kind.startswith("depthwise"):
+                filter_dims = Dims(1, filter_dims.h, filter_dims.w, input_dims.c)
+            assert buffer_size(qvanilla, kind, input_dims, filter_dims) == 0, (kind, input_dims.c, filter_dims.h)
+    assert buffer_size(qvanilla, "conv2d_s8", Dims(1, 9, 9, 2**20), Dims(2**16, 2**13, 2**13, 2**20)) > 0
+
+
+ZERO_FIT = r"""
+/* The engines themselves (static in their files) given a scratch in which no tile fits: ESCRATCH,
+ * nothing written, instead of tiles of no pixels (a loop without end). */
+#include <stdio.h>
+#include "qvanilla_internal.h"
+#include ENGINE
+int main(void) {
+  const qvanilla_conv p = {4, 4, 8, 4, 4, 8, 3, 3, 1, 1, 1, 1, 0, 0, 0, -128, 127, 0, 0};
+  const int32_t bias[8] = {0}, multiplier[8] = {1 << 30}, shift[8] = {0};
+  const qvanilla_channels q = {bias, multiplier, shift};
+  int8_t input[128] = {0}, output[128];
+  int16_t weights[8 * 72] = {0};
+  static uint64_t scratch[1024];
+  for (int i = 0; i < 128; ++i) output[i] = 77;
+  const qvanilla_status status = RUN;
+  int untouched = 1;
+  for (int i = 0; i < 128; ++i) untouched = untouched && output[i] == 77;
+  printf("%d %d\n", (int)status, untouched);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("engine, run", [
+    ("qvanilla_conv2d_s8.c", "conv_tiles(input, weights, NULL, NULL, &q, output, &p, scratch, 16)"),
+    ("qvanilla_depthwise_conv2d_s8.c", "depthwise(input, weights, NULL, &q, output, &p, scratch, 16)")])
+def test_no_tile_fitting_the_scratch_is_escratch(tmp_path, engine, run):
+    source = tmp_path / "zero_fit.c"
+    source.write_text(ZERO_FIT)
+    program = tmp_path / "zero_fit"
+    sources = [KERNEL_DIR / n for n in ("qvanilla_check.c", "qvanilla_output_stage.c") if n != engine]
+    built = subprocess.run(["gcc", "-O1", "-std=c11", f"-I{KERNEL_DIR}", f"-I{KIT_DIR}", f'-DENGINE="{engine}"',
+                            f"-DRUN={run}", "-o", program, source, *sources, *([KERNEL_DIR / "qvanilla_avx2.c"]
+                                                                              if platform.machine() == "x86_64" else [])],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    done = subprocess.run([program], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == [str(Q["ESCRATCH"]), "1"], done.stdout
 
 
 @pytest.mark.parametrize("budget", [0, 4096, 1, 700])

@@ -1,5 +1,6 @@
-"""C code put in front of every function offloaded to QVanilla: the kernel library's header, and
-the kit's requantization header it includes (the framework ships each header's folder once)."""
+"""C code put in front of every function offloaded to QVanilla: the API's header (qvanilla.h), the
+header of what generated code calls (qvanilla_calls.h), and the kit's requantization header
+qvanilla.h includes (the framework ships each header's folder once)."""
 from tvm_extension.api.resources import data_folder
 
 KERNEL_DIR = data_folder(__package__, "c")
@@ -7,4 +8,5 @@ KIT_DIR = data_folder("tvm_extension.kit", "c")  # the kit's C library: requanti
 
 
 def gen_includes() -> str:
-    return f'#include "{KERNEL_DIR / "qvanilla.h"}"\n#include "{KIT_DIR / "kit_requantize.h"}"\n'
+    return "".join(f'#include "{header}"\n' for header in (KERNEL_DIR / "qvanilla.h", KERNEL_DIR / "qvanilla_calls.h",
+                                                             KIT_DIR / "kit_requantize.h"))

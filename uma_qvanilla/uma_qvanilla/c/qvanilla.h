@@ -32,8 +32,8 @@ extern "C" {
  * When several arguments are bad, the code listed first here comes back. */
 typedef enum {
   QVANILLA_OK = 0,
-  QVANILLA_EINVAL = 1,     /* a NULL ctx, params, quant (or one of its pointers), dims, input, weights, bias
-                            * or output */
+  QVANILLA_EINVAL = 1,     /* a NULL ctx, params, quant (or one of its pointers), dims, input, weights or
+                            * output (a NULL bias is zeros, as CMSIS-NN's) */
   QVANILLA_ESIZE = 2,      /* a height, width, channel count or kernel size below 1, a batch other than 1,
                             * or dims that disagree (channels of input, filter and output) */
   QVANILLA_ESTRIDE = 3,    /* a stride below 1 */
@@ -61,7 +61,7 @@ typedef enum {
 
 /* Sizes, (h, w) order everywhere. */
 typedef struct { int32_t h, w; } qvanilla_hw;
-typedef struct { int32_t n, h, w, c; } qvanilla_dims; /* NHWC tensors; a filter is {oc, kh, kw, ic} */
+typedef struct { int32_t n, h, w, c; } qvanilla_dims; /* NHWC tensors; a filter is {oc, kh, kw, ic} (OHWI) */
 
 typedef struct { int32_t min, max; } qvanilla_activation; /* the int8 output's clamp (ReLU/ReLU6 folded in) */
 
@@ -95,8 +95,9 @@ typedef struct {
 /* Dense conv, plain weights:
  * output[y][x][o] = clamp(output_zp + requant(bias[o] + sum (in - input_zp) * (w - weight_zp), o))
  * over the window of output (y, x) (input (y*stride.h - padding.h + ky, x*stride.w - padding.w + kx)),
- * with input_dims {1, ih, iw, ic}, filter_dims {oc, kh, kw, ic}, weights HWIO [kh][kw][ic][oc] int8,
- * bias[oc] int32, output_dims {1, oh, ow, oc}.  requant is qvanilla_requantize() if params->rounding
+ * with input_dims {1, ih, iw, ic}, filter_dims {oc, kh, kw, ic}, weights OHWI [oc][kh][kw][ic] int8
+ * (TFLite's conv filter, CMSIS-NN's arm_convolve_s8's), bias[oc] int32 or NULL (zeros),
+ * output_dims {1, oh, ow, oc}.  requant is qvanilla_requantize() if params->rounding
  * is QVANILLA_ROUNDING_UPWARD, qvanilla_requantize_tflite() if QVANILLA_ROUNDING_TFLITE.
  * The padding holds input_zp (real zeros).  The sum is int32 arithmetic and wraps around, as a
  * 32-bit adder does, should it overflow (int8 convolutions stay far below).  Returns QVANILLA_OK
@@ -122,7 +123,7 @@ qvanilla_status qvanilla_depthwise_conv2d_s8(const qvanilla_context* ctx, const 
  * Conv (qvanilla_conv2d_packed_s8): K = kh*kw*ic, KP = QVANILLA_PACKED_K(K) (K rounded up to
  * a multiple of QVANILLA_K_ALIGN), OCP = QVANILLA_PACKED_OC(oc) (oc rounded up to a multiple of
  * QVANILLA_OC_BLOCK).  The weights are OCP rows of KP int16:
- *     packed[o][(ky*kw + kx)*ic + c] = w[ky][kx][c][o] - weight_zp     (HWIO w, k < K, o < oc)
+ *     packed[o][(ky*kw + kx)*ic + c] = w[o][ky][kx][c] - weight_zp     (OHWI w, k < K, o < oc)
  * and 0 elsewhere (the rows' tails and the rows o >= oc).
  * Depthwise (qvanilla_depthwise_conv2d_packed_s8): kh*kw rows of `channels` int16:
  *     packed[ky*kw + kx][c] = w[ky][kx][c] - weight_zp.
@@ -180,7 +181,7 @@ qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx,
 
 /* The scratch bytes (ctx->size) each entry runs best with for these dims (kh, kw, ic and oc: the
  * filter's and the input's channels) within QVANILLA_SCRATCH_BUDGET, 0 for dims the entry rejects
- * with ESIZE.  The compiler sizes its workspace buffer with the same formula
+ * with ESIZE or ERANGE (its tensors' sizes: the strides, not given here, are checked by the call).  The compiler sizes its workspace buffer with the same formula
  * (uma_qvanilla/scratch.py, its budget the target's attribute). */
 int32_t qvanilla_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);
 int32_t qvanilla_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);
@@ -189,78 +190,6 @@ int32_t qvanilla_depthwise_conv2d_s8_get_buffer_size(const qvanilla_dims* input_
                                                      const qvanilla_dims* filter_dims);
 int32_t qvanilla_depthwise_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims,
                                                             const qvanilla_dims* filter_dims);
-
-/* What generated code calls.  TVM's TIR cannot build a C struct: these fill the structs on their
- * stack from plain pointers and ints and call the struct entries (the API a hardware team
- * implements is the struct one).  channel_params is the compiler's table of three int32 rows of
- * oc entries: folded bias, multiplier, shift; scratch holds scratch_size bytes. */
-/* Both dense calls: int8 weights (packed8) if int8_weights, else int16 (packed). */
-static inline int32_t qvanilla_conv2d_nhwc_call(int8_t* input, const void* packed_weights, int int8_weights,
-                                                int32_t* channel_params, int8_t* output, int8_t* scratch,
-                                                int32_t scratch_size, int32_t ih, int32_t iw, int32_t ic, int32_t oh,
-                                                int32_t ow, int32_t oc, int32_t kh, int32_t kw, int32_t stride_h,
-                                                int32_t stride_w, int32_t pad_top, int32_t pad_left,
-                                                int32_t input_zp, int32_t output_zp, int32_t act_min,
-                                                int32_t act_max, int32_t rounding) {
-  const qvanilla_context ctx = {scratch, scratch_size};
-  const qvanilla_conv_params params = {{stride_h, stride_w}, {pad_top, pad_left}, input_zp, 0, output_zp,
-                                       {act_min, act_max}, rounding};
-  const int32_t* table = channel_params;
-  const int valid = table != 0 && oc > 0; /* no pointer formed from a size the entry rejects */
-  const qvanilla_per_channel_quant_params quant = {valid ? table + oc : table, valid ? table + 2 * (int64_t)oc : table};
-  const qvanilla_dims input_dims = {1, ih, iw, ic}, filter_dims = {oc, kh, kw, ic}, output_dims = {1, oh, ow, oc};
-  if (int8_weights) {
-    return qvanilla_conv2d_packed8_s8(&ctx, &params, &quant, &input_dims, input, &filter_dims,
-                                      (const int8_t*)packed_weights, table, &output_dims, output);
-  }
-  return qvanilla_conv2d_packed_s8(&ctx, &params, &quant, &input_dims, input, &filter_dims,
-                                   (const int16_t*)packed_weights, table, &output_dims, output);
-}
-
-static inline int32_t qvanilla_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights, int32_t* channel_params,
-                                                     int8_t* output, int8_t* scratch, int32_t scratch_size,
-                                                     int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow,
-                                                     int32_t oc, int32_t kh, int32_t kw, int32_t stride_h,
-                                                     int32_t stride_w, int32_t pad_top, int32_t pad_left,
-                                                     int32_t input_zp, int32_t output_zp, int32_t act_min,
-                                                     int32_t act_max, int32_t rounding) {
-  return qvanilla_conv2d_nhwc_call(input, packed_weights, 0, channel_params, output, scratch, scratch_size, ih, iw,
-                                   ic, oh, ow, oc, kh, kw, stride_h, stride_w, pad_top, pad_left, input_zp, output_zp,
-                                   act_min, act_max, rounding);
-}
-
-static inline int32_t qvanilla_conv2d_nhwc_packed8_s8(int8_t* input, int8_t* packed_weights, int32_t* channel_params,
-                                                      int8_t* output, int8_t* scratch, int32_t scratch_size,
-                                                      int32_t ih, int32_t iw, int32_t ic, int32_t oh, int32_t ow,
-                                                      int32_t oc, int32_t kh, int32_t kw, int32_t stride_h,
-                                                      int32_t stride_w, int32_t pad_top, int32_t pad_left,
-                                                      int32_t input_zp, int32_t output_zp, int32_t act_min,
-                                                      int32_t act_max, int32_t rounding) {
-  return qvanilla_conv2d_nhwc_call(input, packed_weights, 1, channel_params, output, scratch, scratch_size, ih, iw,
-                                   ic, oh, ow, oc, kh, kw, stride_h, stride_w, pad_top, pad_left, input_zp, output_zp,
-                                   act_min, act_max, rounding);
-}
-
-static inline int32_t qvanilla_depthwise_conv2d_nhwc_packed_s8(int8_t* input, int16_t* packed_weights,
-                                                               int32_t* channel_params, int8_t* output,
-                                                               int8_t* scratch, int32_t scratch_size, int32_t ih,
-                                                               int32_t iw, int32_t channels, int32_t oh, int32_t ow,
-                                                               int32_t kh, int32_t kw, int32_t stride_h,
-                                                               int32_t stride_w, int32_t pad_top, int32_t pad_left,
-                                                               int32_t input_zp, int32_t output_zp, int32_t act_min,
-                                                               int32_t act_max, int32_t rounding) {
-  const qvanilla_context ctx = {scratch, scratch_size};
-  const qvanilla_conv_params params = {{stride_h, stride_w}, {pad_top, pad_left}, input_zp, 0, output_zp,
-                                       {act_min, act_max}, rounding};
-  const int32_t* table = channel_params;
-  const int valid = table != 0 && channels > 0; /* no pointer formed from a size the entry rejects */
-  const qvanilla_per_channel_quant_params quant = {valid ? table + channels : table,
-                                                   valid ? table + 2 * (int64_t)channels : table};
-  const qvanilla_dims input_dims = {1, ih, iw, channels}, filter_dims = {1, kh, kw, channels};
-  const qvanilla_dims output_dims = {1, oh, ow, channels};
-  return qvanilla_depthwise_conv2d_packed_s8(&ctx, &params, &quant, &input_dims, input, &filter_dims,
-                                             packed_weights, table, &output_dims, output);
-}
 
 /* TVM's fixed-point multiply: (acc << max(shift, 0)) * multiplier, rounded (ties upward) and
  * shifted right by 31 - min(shift, 0), saturated to int32.  Exact for every int32 argument,

@@ -38,18 +38,14 @@ int qvanilla_sizes(const qvanilla_dims* input_dims, const qvanilla_dims* filter_
          (depthwise ? filter_dims->n == 1 && p->oc == p->ic : filter_dims->n == p->oc);
 }
 
-/* The checks after ESIZE's, in the header's order, of a conv whose sizes are valid. */
-static qvanilla_status check_conv(const qvanilla_conv* p, const int32_t* shift, int kind) {
-  if (p->stride_h <= 0 || p->stride_w <= 0) return QVANILLA_ESTRIDE;
-  if (p->pad_top < 0 || p->pad_left < 0) return QVANILLA_EPAD;
-  if (p->act_min > p->act_max || !is_int8(p->act_min) || !is_int8(p->act_max)) return QVANILLA_ECLAMP;
-  if (!is_int8(p->input_zp) || !is_int8(p->weight_zp) || !is_int8(p->output_zp)) return QVANILLA_EZEROPOINT;
+/* Whether every tensor of a conv of valid sizes can be indexed (ERANGE's checks but the window
+ * extents, which need the strides): _get_buffer_size applies them too. */
+static int tensors_in_range(const qvanilla_conv* p, int kind) {
   const size_t bytes = PTRDIFF_MAX;
   size_t in = 1, out = 1, w = 1, table = 1;
   int ok = fits(&in, p->ih, bytes) && fits(&in, p->iw, bytes) && fits(&in, p->ic, bytes) && fits(&out, p->oh, bytes) &&
            fits(&out, p->ow, bytes) && fits(&out, p->oc, bytes) && fits(&w, p->kh, bytes) && fits(&w, p->kw, bytes) &&
-           fits(&table, p->oc, bytes / sizeof(int32_t)) && extent_ok(p->oh, p->stride_h, p->kh) &&
-           extent_ok(p->ow, p->stride_w, p->kw);
+           fits(&table, p->oc, bytes / sizeof(int32_t));
   if (ok && kind == PLAIN) ok = fits(&w, p->ic, bytes) && fits(&w, p->oc, bytes);
   if (ok && kind == DEPTHWISE) ok = fits(&w, p->oc, bytes);
   if (ok && kind == DEPTHWISE_PACKED) ok = fits(&w, p->oc, bytes / sizeof(int16_t));
@@ -62,7 +58,18 @@ static qvanilla_status check_conv(const qvanilla_conv* p, const int32_t* shift, 
       ok = w <= bytes / size / ocp;
     }
   }
-  if (!ok) return QVANILLA_ERANGE;
+  return ok;
+}
+
+/* The checks after ESIZE's, in the header's order, of a conv whose sizes are valid. */
+static qvanilla_status check_conv(const qvanilla_conv* p, const int32_t* shift, int kind) {
+  if (p->stride_h <= 0 || p->stride_w <= 0) return QVANILLA_ESTRIDE;
+  if (p->pad_top < 0 || p->pad_left < 0) return QVANILLA_EPAD;
+  if (p->act_min > p->act_max || !is_int8(p->act_min) || !is_int8(p->act_max)) return QVANILLA_ECLAMP;
+  if (!is_int8(p->input_zp) || !is_int8(p->weight_zp) || !is_int8(p->output_zp)) return QVANILLA_EZEROPOINT;
+  if (!tensors_in_range(p, kind) || !extent_ok(p->oh, p->stride_h, p->kh) || !extent_ok(p->ow, p->stride_w, p->kw)) {
+    return QVANILLA_ERANGE;
+  }
   for (int32_t o = 0; o < p->oc; ++o) {
     if (shift[o] < QVANILLA_SHIFT_MIN || shift[o] > QVANILLA_SHIFT_MAX) return QVANILLA_ESHIFT;
   }
@@ -79,8 +86,8 @@ qvanilla_status qvanilla_check(const qvanilla_context* ctx, const qvanilla_conv_
                                const int32_t* bias, const qvanilla_dims* output_dims, const int8_t* output, int kind,
                                qvanilla_sizer scratch, qvanilla_conv* p, qvanilla_channels* q) {
   if (ctx == NULL || params == NULL || quant == NULL || quant->multiplier == NULL || quant->shift == NULL ||
-      input_dims == NULL || input == NULL || filter_dims == NULL || weights == NULL || bias == NULL ||
-      output_dims == NULL || output == NULL) {
+      input_dims == NULL || input == NULL || filter_dims == NULL || weights == NULL || output_dims == NULL ||
+      output == NULL) { /* bias may be NULL: zeros */
     return QVANILLA_EINVAL;
   }
   if (!qvanilla_sizes(input_dims, filter_dims, output_dims, kind, p)) return QVANILLA_ESIZE;
@@ -90,6 +97,11 @@ qvanilla_status qvanilla_check(const qvanilla_context* ctx, const qvanilla_conv_
   p->weight_zp = kind == PLAIN || kind == DEPTHWISE ? params->weight_zp : 0;
   p->act_min = params->activation.min, p->act_max = params->activation.max;
   p->rounding = params->rounding;
+#ifdef QVANILLA_AVX2
+  p->avx2 = qvanilla_avx2(); /* once per call, not in the loops */
+#else
+  p->avx2 = 0;
+#endif
   const qvanilla_status status = check_conv(p, quant->shift, kind);
   if (status != QVANILLA_OK) return status;
   const size_t need = scratch(p, packed_kind(kind), 1); /* the least it accepts */
@@ -108,6 +120,7 @@ int32_t qvanilla_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dim
   /* the output's sizes do not matter: any valid ones, with the channels the entry needs */
   const qvanilla_dims output_dims = {1, 1, 1, kind == DEPTHWISE || kind == DEPTHWISE_PACKED ? input_dims->c
                                                                                            : filter_dims->n};
-  if (!qvanilla_sizes(input_dims, filter_dims, &output_dims, kind, &p)) return 0;
+  /* what the entries reject for sizes (ESIZE) or ranges (ERANGE, but for the strides'): no size */
+  if (!qvanilla_sizes(input_dims, filter_dims, &output_dims, kind, &p) || !tensors_in_range(&p, kind)) return 0;
   return (int32_t)scratch(&p, packed_kind(kind), QVANILLA_SCRATCH_BUDGET); /* below 100 KB */
 }

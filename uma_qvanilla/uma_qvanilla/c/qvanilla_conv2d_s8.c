@@ -6,37 +6,39 @@ static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
 /* ---------------------------------------------------------------------------------------------
  * Dense conv */
 
-#ifdef QVANILLA_SMLAD
+#if defined(QVANILLA_SMLAD) && defined(QVANILLA_ASM) && !defined(QVANILLA_MVE) /* Helium: dot2x4_mve */
+#define QVANILLA_DOT2X2 1
 /* out0[0], out0[4], out1[0], out1[4] = x0 . w0, x0 . w1, x1 . w0, x1 . w1 over n (a multiple of 4)
  * entries.  SMLAD's sums wrap modulo 2^32 (setting the Q flag, which nothing reads), as the
- * unsigned sums of the plain C path do.  In asm: 14 registers, every pointer post-incremented, the
- * windows (scratch: 8-byte aligned rows of a multiple of 16 bytes) two words per LDRD, the
- * weights (of any alignment) a word per LDR; 16 instructions per 16 multiply-adds, where gcc's
- * loop of the same steps takes 22. */
+ * unsigned sums of the plain C path do.  In asm, 13 registers (so that it builds where the frame
+ * pointer or r9 is taken: -O0, -fno-omit-frame-pointer, -ffixed-r9), every pointer post-incremented
+ * and every load an LDRD of two aligned words: the windows (scratch: 8-byte aligned rows of a
+ * multiple of 16 bytes) and the weights (rows of a multiple of 16 bytes from a word-aligned start:
+ * the caller checks, p->words), w0's words loaded a second time for x1 rather than held: 15
+ * instructions per 16 multiply-adds. */
 static ALWAYS_INLINE void dot2x2(const int16_t* x0, const int16_t* x1, const int16_t* w0, const int16_t* w1,
                                  size_t n, uint32_t* out0, uint32_t* out1) {
-  int32_t a0 = 0, a1 = 0, b0 = 0, b1 = 0, u0, u1, v0, v1, p;
+  int32_t a0 = 0, a1 = 0, b0 = 0, b1 = 0, u0, u1, p0, p1;
   size_t steps = n / 4; /* >= 2 */
   __asm__("1:\n\t"
-          "ldrd %[u0], %[u1], [%[x0]], #8\n\t"
-          "ldrd %[v0], %[v1], [%[x1]], #8\n\t"
-          "ldr %[p], [%[w0]], #4\n\t"
-          "smlad %[a0], %[u0], %[p], %[a0]\n\t"
-          "smlad %[b0], %[v0], %[p], %[b0]\n\t"
-          "ldr %[p], [%[w0]], #4\n\t"
-          "smlad %[a0], %[u1], %[p], %[a0]\n\t"
-          "smlad %[b0], %[v1], %[p], %[b0]\n\t"
-          "ldr %[p], [%[w1]], #4\n\t"
-          "smlad %[a1], %[u0], %[p], %[a1]\n\t"
-          "smlad %[b1], %[v0], %[p], %[b1]\n\t"
-          "ldr %[p], [%[w1]], #4\n\t"
-          "smlad %[a1], %[u1], %[p], %[a1]\n\t"
-          "smlad %[b1], %[v1], %[p], %[b1]\n\t"
+          "ldrd %[u0], %[u1], [%[x0]], #8\n\t"  /* x0's entries 0..3 */
+          "ldrd %[p0], %[p1], [%[w0]], #8\n\t"  /* w0's */
+          "smlad %[a0], %[u0], %[p0], %[a0]\n\t"
+          "smlad %[a0], %[u1], %[p1], %[a0]\n\t"
+          "ldrd %[p0], %[p1], [%[w1]], #8\n\t"  /* w1's */
+          "smlad %[a1], %[u0], %[p0], %[a1]\n\t"
+          "smlad %[a1], %[u1], %[p1], %[a1]\n\t"
+          "ldrd %[u0], %[u1], [%[x1]], #8\n\t"  /* x1's */
+          "smlad %[b1], %[u0], %[p0], %[b1]\n\t"
+          "smlad %[b1], %[u1], %[p1], %[b1]\n\t"
+          "ldrd %[p0], %[p1], [%[w0], #-8]\n\t" /* w0's again */
+          "smlad %[b0], %[u0], %[p0], %[b0]\n\t"
+          "smlad %[b0], %[u1], %[p1], %[b0]\n\t"
           "subs %[steps], %[steps], #1\n\t"
           "bne 1b"
           : [a0] "+r"(a0), [a1] "+r"(a1), [b0] "+r"(b0), [b1] "+r"(b1), [x0] "+r"(x0), [x1] "+r"(x1),
-            [w0] "+r"(w0), [w1] "+r"(w1), [steps] "+r"(steps), [u0] "=&r"(u0), [u1] "=&r"(u1), [v0] "=&r"(v0),
-            [v1] "=&r"(v1), [p] "=&r"(p)
+            [w0] "+r"(w0), [w1] "+r"(w1), [steps] "+r"(steps), [u0] "=&r"(u0), [u1] "=&r"(u1), [p0] "=&r"(p0),
+            [p1] "=&r"(p1)
           :
           : "cc", "memory");
   out0[0] = (uint32_t)a0; out0[4] = (uint32_t)a1;
@@ -71,15 +73,23 @@ static ALWAYS_INLINE void dot2x4_mve(const int16_t* x0, const int16_t* x1, const
 
 /* out0[4*j] = sum_k x0[k] * w[j*ws + k] and out1[4*j] likewise for x1, j < 4, k < 8*k8 (the
  * transposed order of accumulator rows, see pack_row): a reduction per sum, which gcc
- * vectorises with pmaddwd (8 multiply-adds per instruction), then adds up each sum's lanes. */
+ * vectorises with pmaddwd (8 multiply-adds per instruction), then adds up each sum's lanes;
+ * dot2x2's asm twice if smlad (the DSP extension, weights word-aligned). */
 static ALWAYS_INLINE void dot2x4(const int16_t* restrict x0, const int16_t* restrict x1, const int16_t* restrict w,
-                                 size_t ws, size_t k8, uint32_t* restrict out0, uint32_t* restrict out1) {
+                                 size_t ws, size_t k8, uint32_t* restrict out0, uint32_t* restrict out1, int smlad) {
 #if defined(QVANILLA_MVE)
+  (void)smlad;
   dot2x4_mve(x0, x1, w, ws, k8 * KA, out0, out1);
-#elif defined(QVANILLA_SMLAD)
-  dot2x2(x0, x1, w, w + ws, k8 * KA, out0, out1);
-  dot2x2(x0, x1, w + 2 * ws, w + 3 * ws, k8 * KA, out0 + 8, out1 + 8);
 #else
+#if defined(QVANILLA_DOT2X2)
+  if (smlad) {
+    dot2x2(x0, x1, w, w + ws, k8 * KA, out0, out1);
+    dot2x2(x0, x1, w + 2 * ws, w + 3 * ws, k8 * KA, out0 + 8, out1 + 8);
+    return;
+  }
+#else
+  (void)smlad;
+#endif
   const int16_t* restrict w0 = w;
   const int16_t* restrict w1 = w + ws;
   const int16_t* restrict w2 = w + 2 * ws;
@@ -106,36 +116,47 @@ static ALWAYS_INLINE void dot2x4(const int16_t* restrict x0, const int16_t* rest
 /* dot2x4 over the n windows (rows of kp = 8*k8 int16) of a tile, two at a time: the sums of
  * window i at a[i * stride + 4*j], j < 4 (the odd last window's partner writes `spare`). */
 static ALWAYS_INLINE void dot_pairs(const int16_t* win, size_t n, size_t kp, size_t k8, const int16_t* w, uint32_t* a,
-                                    size_t stride, uint32_t* spare) {
+                                    size_t stride, uint32_t* spare, int smlad) {
   for (size_t i = 0; i < n; i += 2) {
     const int pair = i + 1 < n;
-    dot2x4(win + i * kp, win + (pair ? i + 1 : i) * kp, w, kp, k8, a + i * stride, pair ? a + (i + 1) * stride : spare);
+    dot2x4(win + i * kp, win + (pair ? i + 1 : i) * kp, w, kp, k8, a + i * stride, pair ? a + (i + 1) * stride : spare,
+           smlad);
   }
 }
+
+/* How a conv's dot products run, chosen once per call (conv_tiles). */
+enum { DOT_C, DOT_SMLAD, DOT_AVX2 };
 
 /* dot_pairs with the reduction's length a constant for the short ones (up to 64: 1x1 convs of up
  * to 64 channels), so that gcc unrolls it: their sums' horizontal additions are much of the work. */
 NOINLINE static void dot_tile(const int16_t* win, size_t n, size_t kp, const int16_t* w, uint32_t* a, size_t stride,
-                              uint32_t* spare) {
+                              uint32_t* spare, int variant) {
 #ifdef QVANILLA_AVX2
-  if (qvanilla_avx2()) {
+  if (variant == DOT_AVX2) {
     qvanilla_dot_tile_avx2(win, n, kp, w, a, stride, spare);
     return;
   }
 #endif
-#ifdef QVANILLA_SMLAD
-  dot_pairs(win, n, kp, kp / KA, w, a, stride, spare); /* SMLAD's loop gains little from unrolling */
+#ifdef QVANILLA_DOT2X2
+  if (variant == DOT_SMLAD) {
+    dot_pairs(win, n, kp, kp / KA, w, a, stride, spare, 1); /* SMLAD's loop gains little from unrolling */
+    return;
+  }
+#endif
+  (void)variant;
+#ifdef QVANILLA_MCU /* the unrolled copies are for vector units (and code size counts here) */
+  dot_pairs(win, n, kp, kp / KA, w, a, stride, spare, 0);
 #else
   switch (kp / KA) {
-    case 1: dot_pairs(win, n, kp, 1, w, a, stride, spare); break;
-    case 2: dot_pairs(win, n, kp, 2, w, a, stride, spare); break;
-    case 3: dot_pairs(win, n, kp, 3, w, a, stride, spare); break;
-    case 4: dot_pairs(win, n, kp, 4, w, a, stride, spare); break;
-    case 5: dot_pairs(win, n, kp, 5, w, a, stride, spare); break;
-    case 6: dot_pairs(win, n, kp, 6, w, a, stride, spare); break;
-    case 7: dot_pairs(win, n, kp, 7, w, a, stride, spare); break;
-    case 8: dot_pairs(win, n, kp, 8, w, a, stride, spare); break;
-    default: dot_pairs(win, n, kp, kp / KA, w, a, stride, spare); break;
+    case 1: dot_pairs(win, n, kp, 1, w, a, stride, spare, 0); break;
+    case 2: dot_pairs(win, n, kp, 2, w, a, stride, spare, 0); break;
+    case 3: dot_pairs(win, n, kp, 3, w, a, stride, spare, 0); break;
+    case 4: dot_pairs(win, n, kp, 4, w, a, stride, spare, 0); break;
+    case 5: dot_pairs(win, n, kp, 5, w, a, stride, spare, 0); break;
+    case 6: dot_pairs(win, n, kp, 6, w, a, stride, spare, 0); break;
+    case 7: dot_pairs(win, n, kp, 7, w, a, stride, spare, 0); break;
+    case 8: dot_pairs(win, n, kp, 8, w, a, stride, spare, 0); break;
+    default: dot_pairs(win, n, kp, kp / KA, w, a, stride, spare, 0); break;
   }
 #endif
 }
@@ -316,10 +337,21 @@ static void narrow4(int8_t* wq, const int16_t* w, size_t kp, size_t k16) {
 }
 
 /* In asm: gcc's loop indexes the windows instead of post-incrementing them and spills (about 24
- * instructions a step instead of 16).  VMLADAVA's sums must be even registers (constraint "Te"). */
+ * instructions a step instead of 16).  VMLADAVA's sums must be even registers (constraint "Te").
+ * Without QVANILLA_ASM (-O0), the same steps in intrinsics. */
 static ALWAYS_INLINE void dot2x4_s8(const int8_t* x0, const int8_t* x1, const int8_t* w, size_t k16, uint32_t* out0,
                                     uint32_t* out1) {
   int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+#ifndef QVANILLA_ASM
+  for (size_t k = 0; k < k16; k += K16, x0 += K16, x1 += K16, w += OB * K16) {
+    const int8x16_t u = vld1q_s8(x0), v = vld1q_s8(x1);
+    const int8x16_t q0 = vld1q_s8(w), q1 = vld1q_s8(w + 16), q2 = vld1q_s8(w + 32), q3 = vld1q_s8(w + 48);
+    a0 = vmladavaq_s8(a0, u, q0), b0 = vmladavaq_s8(b0, v, q0);
+    a1 = vmladavaq_s8(a1, u, q1), b1 = vmladavaq_s8(b1, v, q1);
+    a2 = vmladavaq_s8(a2, u, q2), b2 = vmladavaq_s8(b2, v, q2);
+    a3 = vmladavaq_s8(a3, u, q3), b3 = vmladavaq_s8(b3, v, q3);
+  }
+#else
   size_t steps = k16 / K16; /* >= 1 */
   __asm__("1:\n\t"
           "vldrb.8 q0, [%[x0]], #16\n\t"
@@ -342,6 +374,7 @@ static ALWAYS_INLINE void dot2x4_s8(const int8_t* x0, const int8_t* x1, const in
             [b2] "+Te"(b2), [b3] "+Te"(b3), [x0] "+r"(x0), [x1] "+r"(x1), [w] "+r"(w), [steps] "+r"(steps)
           :
           : "q0", "q1", "q2", "q3", "q4", "q5", "cc", "memory");
+#endif
   out0[0] = (uint32_t)a0; out0[4] = (uint32_t)a1; out0[8] = (uint32_t)a2; out0[12] = (uint32_t)a3;
   out1[0] = (uint32_t)b0; out1[4] = (uint32_t)b1; out1[8] = (uint32_t)b2; out1[12] = (uint32_t)b3;
 }
@@ -449,17 +482,19 @@ size_t qvanilla_dense_scratch(const qvanilla_conv* p, int packed, size_t budget)
 }
 
 /* The dense conv for K = kh*kw*ic <= KMAX.  packed: OCP rows of kp int16 and the folded bias in
- * q; packed8: the same as int8, interleaved (qvanilla.h), packed's scratch; else raw HWIO int8
+ * q; packed8: the same as int8, interleaved (qvanilla.h), packed's scratch; else raw OHWI int8
  * weights (with weight_zp), packed into quad (OB*kp int16, scratch)
  * four channels at a time for each tile (their biases folded on the first).  Per chunk of up to QCH output
  * channels (their output stages prepared once) and tile of output pixels: the windows, the
  * accumulators of every pixel and channel (dot2x4, two pixels by four channels at a time, the four
  * channels' weights staying in L1 while the tile's windows stream), then the output rows.  A row
  * of accumulators holds the chunk's channels in blocks of QL, transposed (lane()). */
-static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t* packed8, const int8_t* raw,
-                       const qvanilla_channels* q, int8_t* output, const qvanilla_conv* p, void* scratch, size_t size) {
+static qvanilla_status conv_tiles(const int8_t* input, const int16_t* packed, const int8_t* packed8, const int8_t* raw,
+                                  const qvanilla_channels* q, int8_t* output, const qvanilla_conv* p, void* scratch,
+                                  size_t size) {
   tiles_scratch t;
-  tiles_fit(p, raw == NULL, size, scratch, &t); /* size: at least the least layout's (qvanilla_check) */
+  /* size: at least the least layout's (qvanilla_check); should no tile fit even so, nothing runs */
+  if (tiles_fit(p, raw == NULL, size, scratch, &t) == 0) return QVANILLA_ESCRATCH;
   int16_t *win = t.win, *quad = t.quad;
   uint32_t *acc = t.acc, *bias = t.bias, *sums = t.sums, spare[QL];
   qblock* blocks = t.blocks;
@@ -467,6 +502,9 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
   const size_t k16 = (K + K16 - 1) / K16 * K16;
   const size_t pixels = (size_t)p->oh * p->ow;
   const size_t tile = t.tile, chunk = t.chunk; /* >= 2, a multiple of QL */
+  /* SMLAD's asm loads the weights as aligned words: the compiler's (16-byte aligned) and quad (scratch) are */
+  const int words = raw != NULL || (uintptr_t)packed % 4 == 0;
+  const int dot = p->avx2 ? DOT_AVX2 : words ? DOT_SMLAD : DOT_C;
 #ifdef QVANILLA_MVE /* the int8 path: its windows take at most half of win, the four channels' weights follow them */
   int8_t* wq = (int8_t*)win + tile * k16;
   const int int8 = packed8 != NULL || (packed != NULL && pixels >= TILE / 8 &&
@@ -494,13 +532,14 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
       {
         gather_tile(win, kp, n, input, p, &y, &x);
         for (size_t o0 = c0; o0 < c0 + nc; o0 += OB) {
-          if (raw != NULL) { /* rows o0 .. o0+3, zero beyond oc and K */
+          if (raw != NULL) { /* rows o0 .. o0+3 (OHWI: channel o's K weights at raw + o*K), zero beyond oc and K */
             const size_t no = oc - o0 < OB ? oc - o0 : OB;
+            const int8_t* r0 = raw + o0 * K;
             uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* the rows' sums, in registers */
             for (size_t k = 0; k < K; ++k) {
-              const int8_t* r = raw + k * oc + o0;
-              const int16_t v0 = (int16_t)(r[0] - p->weight_zp), v1 = no > 1 ? (int16_t)(r[1] - p->weight_zp) : 0;
-              const int16_t v2 = no > 2 ? (int16_t)(r[2] - p->weight_zp) : 0, v3 = no > 3 ? (int16_t)(r[3] - p->weight_zp) : 0;
+              const int16_t v0 = (int16_t)(r0[k] - p->weight_zp), v1 = no > 1 ? (int16_t)(r0[K + k] - p->weight_zp) : 0;
+              const int16_t v2 = no > 2 ? (int16_t)(r0[2 * K + k] - p->weight_zp) : 0;
+              const int16_t v3 = no > 3 ? (int16_t)(r0[3 * K + k] - p->weight_zp) : 0;
               quad[k] = v0;
               quad[kp + k] = v1;
               quad[2 * kp + k] = v2;
@@ -517,13 +556,12 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
           /* channels o0 + j at a[4*j] */
           uint32_t* a = acc + (o0 - c0) / QL * QL + lane((o0 - c0) % QL, 1);
           if (packed8 != NULL) dot_tile_w8(win, n, kp, packed8 + o0 * k16, a, stride, spare);
-          else dot_tile(win, n, kp, packed != NULL ? packed + o0 * kp : quad, a, stride, spare);
+          else dot_tile(win, n, kp, packed != NULL ? packed + o0 * kp : quad, a, stride, spare, dot);
         }
       }
       if (first == 0) { /* the output stages: biases, with bias - input_zp * sum (w - weight_zp) if plain */
-        for (size_t j = 0; j < nc; ++j) {
-          bias[j] = (uint32_t)q->bias[c0 + j] - (raw != NULL ? sums[j] * (uint32_t)p->input_zp : 0);
-        }
+        qvanilla_biases(bias, q, c0, nc);
+        for (size_t j = 0; raw != NULL && j < nc; ++j) bias[j] -= sums[j] * (uint32_t)p->input_zp;
         for (size_t j = 0; blocks != NULL && j < nc; j += QL) {
           qvanilla_block_setup(&blocks[j / QL], bias + j, q, c0 + j, nc - j < QL ? nc - j : QL, 1, p);
         }
@@ -531,6 +569,7 @@ static void conv_tiles(const int8_t* input, const int16_t* packed, const int8_t*
       qvanilla_requant_rows(acc, stride, n, blocks, bias, q, c0, nc, output + first * oc + c0, oc, 1, p, t.rows);
     }
   }
+  return QVANILLA_OK;
 }
 
 /* Entry k of channel o's packed weights: packed's, or packed8's (qvanilla.h). */
@@ -562,7 +601,7 @@ static void conv_packed_direct(const int8_t* input, const int16_t* packed, const
             }
           }
         }
-        const qchan qc = qvanilla_channel(q, o, (uint32_t)q->bias[o], p->rounding);
+        const qchan qc = qvanilla_channel(q, o, qvanilla_bias(q, o), p->rounding);
         out[o] = finish_any(sum, &qc, lo, hi, p);
       }
     }
@@ -570,34 +609,37 @@ static void conv_packed_direct(const int8_t* input, const int16_t* packed, const
 }
 
 /* Windows longer than KMAX, plain entry: for each output pixel the int32 sums of up to MAX_OC
- * channels in a scratch row acc (weights are HWIO: the inner loop runs over contiguous channels). */
+ * channels in a scratch row acc, channel by channel (weights are OHWI: a channel's window is
+ * contiguous, its taps inside the image added run by run). */
 static void conv_plain_direct(const int8_t* input, const int8_t* weights, const qvanilla_channels* q,
                               int8_t* output, const qvanilla_conv* p, uint32_t* acc) {
   const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
+  const size_t ic = (size_t)p->ic, K = (size_t)p->kh * p->kw * ic;
   for (int32_t o0 = 0; o0 < p->oc; o0 += MAX_OC) {
     const int32_t n = imin(p->oc - o0, MAX_OC);
     for (int32_t y = 0; y < p->oh; ++y) {
       for (int32_t x = 0; x < p->ow; ++x) {
-        for (int32_t o = 0; o < n; ++o) acc[o] = 0;
-        for (int32_t ky = 0; ky < p->kh; ++ky) {
-          const int32_t iy = y * p->stride_h - p->pad_top + ky;
-          if (iy < 0 || iy >= p->ih) continue; /* padding: (zp - zp) contributes nothing */
-          for (int32_t kx = 0; kx < p->kw; ++kx) {
-            const int32_t ix = x * p->stride_w - p->pad_left + kx;
-            if (ix < 0 || ix >= p->iw) continue;
-            const int8_t* in = input + ((size_t)iy * p->iw + ix) * p->ic;
-            const int8_t* w = weights + ((size_t)ky * p->kw + kx) * p->ic * p->oc + o0;
-            for (int32_t c = 0; c < p->ic; ++c) {
-              const int32_t v = (int32_t)in[c] - p->input_zp; /* |v|, |w - weight_zp| <= 255 */
-              const int8_t* restrict wc = w + (size_t)c * p->oc;
-              uint32_t* restrict a = acc;
-              for (int32_t o = 0; o < n; ++o) a[o] += (uint32_t)(v * ((int32_t)wc[o] - p->weight_zp));
+        for (int32_t o = 0; o < n; ++o) {
+          const int8_t* w = weights + (size_t)(o0 + o) * K;
+          uint32_t sum = 0;
+          for (int32_t ky = 0; ky < p->kh; ++ky) {
+            const int32_t iy = y * p->stride_h - p->pad_top + ky;
+            if (iy < 0 || iy >= p->ih) continue; /* padding: (zp - zp) contributes nothing */
+            for (int32_t kx = 0; kx < p->kw; ++kx) {
+              const int32_t ix = x * p->stride_w - p->pad_left + kx;
+              if (ix < 0 || ix >= p->iw) continue;
+              const int8_t* in = input + ((size_t)iy * p->iw + ix) * ic;
+              const int8_t* wt = w + ((size_t)ky * p->kw + kx) * ic;
+              for (size_t c = 0; c < ic; ++c) { /* |in - zp|, |w - weight_zp| <= 255 */
+                sum += (uint32_t)(((int32_t)in[c] - p->input_zp) * ((int32_t)wt[c] - p->weight_zp));
+              }
             }
           }
+          acc[o] = sum;
         }
         int8_t* out = output + ((size_t)y * p->ow + x) * p->oc + o0;
         for (int32_t o = 0; o < n; ++o) {
-          const qchan qc = qvanilla_channel(q, (size_t)(o0 + o), (uint32_t)q->bias[o0 + o], p->rounding);
+          const qchan qc = qvanilla_channel(q, (size_t)(o0 + o), qvanilla_bias(q, o0 + o), p->rounding);
           out[o] = finish_any(acc[o], &qc, lo, hi, p);
         }
       }
@@ -605,7 +647,7 @@ static void conv_plain_direct(const int8_t* input, const int8_t* weights, const 
   }
 }
 
-/* The dense entries: weights of `kind` (PLAIN: HWIO int8, PACKED: int16 rows, PACKED8: int8 blocks). */
+/* The dense entries: weights of `kind` (PLAIN: OHWI int8, PACKED: int16 rows, PACKED8: int8 blocks). */
 static ALWAYS_INLINE qvanilla_status dense(const qvanilla_context* ctx, const qvanilla_conv_params* params,
                              const qvanilla_per_channel_quant_params* quant, const qvanilla_dims* input_dims,
                              const int8_t* input, const qvanilla_dims* filter_dims, const void* weights,
@@ -618,7 +660,8 @@ static ALWAYS_INLINE qvanilla_status dense(const qvanilla_context* ctx, const qv
   const int16_t* packed = kind == PACKED ? weights : NULL;
   const int8_t* packed8 = kind == PACKED8 ? weights : NULL;
   if (short_windows(&p)) {
-    conv_tiles(input, packed, packed8, kind == PLAIN ? weights : NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
+    return conv_tiles(input, packed, packed8, kind == PLAIN ? weights : NULL, &q, output, &p, ctx->buf,
+                      (size_t)ctx->size);
   } else if (kind == PLAIN) {
     conv_plain_direct(input, weights, &q, output, &p, ctx->buf);
   } else {

@@ -17,13 +17,14 @@ static ALWAYS_INLINE void start_sums(uint32_t* restrict a, const uint32_t* restr
  * first): vectorised over j (16 int8 inputs widened, multiplied by 16 int16 weights, into 16
  * 32-bit sums: pmullw, pmulhw and unpacking). */
 static void dw_taps(uint32_t* restrict acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
-                    int first) {
+                    int first, int avx2) {
 #ifdef QVANILLA_AVX2
-  if (qvanilla_avx2()) {
+  if (avx2) {
     qvanilla_dw_taps_avx2(acc, in, w, at, nt, first);
     return;
   }
 #endif
+  (void)avx2;
   uint32_t a[CB];
   start_sums(a, acc, first);
   for (int t = 0; t < nt; ++t) {
@@ -39,13 +40,14 @@ static void dw_taps(uint32_t* restrict acc, const int8_t* const* in, const int16
  * then widened (without sign) and added: pmullw, paddw and unpacking, half the 32-bit work.  The
  * sums come out 32767 too large per pair of taps (the biases take it back). */
 static void dw_pairs(uint32_t* restrict acc, const int8_t* const* in, const int16_t* const* w, size_t at, int nt,
-                     int first) {
+                     int first, int avx2) {
 #ifdef QVANILLA_AVX2
-  if (qvanilla_avx2()) {
+  if (avx2) {
     qvanilla_dw_pairs_avx2(acc, in, w, at, nt, first);
     return;
   }
 #endif
+  (void)avx2;
   uint32_t a[CB];
   start_sums(a, acc, first);
   for (int t = 0; t < nt; t += 2) {
@@ -58,7 +60,8 @@ static void dw_pairs(uint32_t* restrict acc, const int8_t* const* in, const int1
   for (int j = 0; j < CB; ++j) acc[j] = a[j];
 }
 
-#if defined(QVANILLA_SMLAD) && !defined(QVANILLA_MVE) /* Helium's cores take dw_mve */
+#if defined(QVANILLA_SMLAD) && !defined(QVANILLA_MVE) && defined(QVANILLA_ASM) /* Helium's cores take dw_mve */
+#define QVANILLA_DW_SMLAD 1
 /* The DSP extension's depthwise step: SMLAD multiplies two int16 pairs and adds both products to
  * one sum, so each SMLAD takes two taps of one channel.  Its pairs: the weights of taps 2p and 2p+1
  * of a channel as one word (pair_weights(), once per block), and the inputs' likewise, four
@@ -296,9 +299,16 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qva
   size_t tail_w_group = (size_t)-1, wr_group = (size_t)-1; /* the tap groups tail_w and wr hold */
   uint32_t* acc = d->acc;
   const uint32_t* pairs = NULL; /* the weights as SMLAD's pairs, if they fit the scratch of the lanes' rows */
-#if defined(QVANILLA_SMLAD) && !defined(QVANILLA_MVE)
+#if defined(QVANILLA_DW_SMLAD)
   const size_t P = (taps + 1) / 2;
-  if (!paired && P * ((nc + 3) / 4 * 4) <= d->pair_words) {
+  /* The asm step loads four channels of an input as a word: at any address only where the core
+   * allows unaligned loads (not under -mno-unaligned-access, for parts that trap them). */
+#if defined(__ARM_FEATURE_UNALIGNED)
+  const int words = 1;
+#else
+  const int words = (uintptr_t)input % 4 == 0 && channels % 4 == 0 && c0 % 4 == 0;
+#endif
+  if (!paired && words && P * ((nc + 3) / 4 * 4) <= d->pair_words) {
     pair_weights(d->pairs, w, ws, taps, nc);
     pairs = d->pairs;
   }
@@ -360,15 +370,15 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qva
 #if defined(QVANILLA_MVE)
         dw_mve(row, in, wr, nc, nt, t0 == 0);
         continue;
-#elif defined(QVANILLA_SMLAD)
+#elif defined(QVANILLA_DW_SMLAD)
         if (pairs != NULL) {
           dw_smlad(row, in, pairs + t0 / 2 * 4, P, nc, nt, t0 == 0);
           continue;
         }
 #endif
         for (size_t c = 0; c < full; c += CB) {
-          if (paired) dw_pairs(row + c, in, wr, c, nt, t0 == 0);
-          else dw_taps(row + c, in, wr, c, nt, t0 == 0);
+          if (paired) dw_pairs(row + c, in, wr, c, nt, t0 == 0, p->avx2);
+          else dw_taps(row + c, in, wr, c, nt, t0 == 0, p->avx2);
         }
         if (rest == 0) continue;
         if (tail_w_group != t0) {
@@ -378,8 +388,8 @@ static void dw_block(const int8_t* input, const int16_t* w, size_t ws, const qva
           tail_w_group = t0;
         }
         for (int t = 0; t < nt; ++t) copy_short(tail_x + (size_t)t * CB, in[t] + full, rest);
-        if (paired) dw_pairs(row + full, tail_in, tail_wr, 0, nt, t0 == 0);
-        else dw_taps(row + full, tail_in, tail_wr, 0, nt, t0 == 0);
+        if (paired) dw_pairs(row + full, tail_in, tail_wr, 0, nt, t0 == 0, p->avx2);
+        else dw_taps(row + full, tail_in, tail_wr, 0, nt, t0 == 0, p->avx2);
       }
       if (++x == p->ow) {
         x = 0;
@@ -420,18 +430,20 @@ static int pairable(const int16_t* w, size_t ws, size_t taps, size_t nc) {
 }
 
 /* packed: [tap][channel] int16 with folded biases; else raw [tap][channel] int8 and weight_zp. */
-static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* raw, const qvanilla_channels* q,
-                      int8_t* output, const qvanilla_conv* p, void* scratch, size_t size) {
+static qvanilla_status depthwise(const int8_t* input, const int16_t* packed, const int8_t* raw,
+                                 const qvanilla_channels* q, int8_t* output, const qvanilla_conv* p, void* scratch,
+                                 size_t size) {
   const size_t channels = (size_t)p->ic, taps = (size_t)p->kh * p->kw;
   dw_scratch d;
-  dw_fit(p, packed != NULL, size, scratch, &d); /* size: at least the least layout's (qvanilla_check) */
+  /* size: at least the least layout's (qvanilla_check); should not one pixel fit even so, nothing runs */
+  if (dw_fit(p, packed != NULL, size, scratch, &d) == 0) return QVANILLA_ESCRATCH;
   const size_t block = d.block;
   qblock* blocks = d.blocks;
   uint32_t* bias = d.bias;
   int16_t* wbuf = d.wbuf;
   for (size_t c0 = 0; c0 < channels; c0 += block) {
     const size_t nc = channels - c0 < block ? channels - c0 : block;
-    for (size_t c = 0; c < nc; ++c) bias[c] = (uint32_t)q->bias[c0 + c];
+    qvanilla_biases(bias, q, c0, nc);
     if (packed == NULL && taps * nc <= DW_WBUF) {
       for (size_t c = 0; c < nc; ++c) {
         uint32_t sum = 0;
@@ -461,7 +473,7 @@ static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* 
     /* More than DW_WBUF taps: one channel at a time, its weights in turns of DW_WBUF taps. */
     const int64_t lo = p->act_min - p->output_zp, hi = p->act_max - p->output_zp;
     for (size_t c = c0; c < c0 + nc; ++c) {
-      const qchan qc = qvanilla_channel(q, c, (uint32_t)q->bias[c], p->rounding);
+      const qchan qc = qvanilla_channel(q, c, qvanilla_bias(q, c), p->rounding);
       for (int32_t y = 0; y < p->oh; ++y) {
         for (int32_t x = 0; x < p->ow; ++x) {
           uint32_t sum = 0;
@@ -479,6 +491,7 @@ static void depthwise(const int8_t* input, const int16_t* packed, const int8_t* 
       }
     }
   }
+  return QVANILLA_OK;
 }
 
 qvanilla_status qvanilla_depthwise_conv2d_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
@@ -491,8 +504,7 @@ qvanilla_status qvanilla_depthwise_conv2d_s8(const qvanilla_context* ctx, const 
   const qvanilla_status status = qvanilla_check(ctx, params, quant, input_dims, input, filter_dims, weights, bias,
                                                 output_dims, output, DEPTHWISE, qvanilla_depthwise_scratch, &p, &q);
   if (status != QVANILLA_OK) return status;
-  depthwise(input, NULL, weights, &q, output, &p, ctx->buf, (size_t)ctx->size);
-  return QVANILLA_OK;
+  return depthwise(input, NULL, weights, &q, output, &p, ctx->buf, (size_t)ctx->size);
 }
 
 qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx, const qvanilla_conv_params* params,
@@ -507,8 +519,7 @@ qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx,
                                                 bias, output_dims, output, DEPTHWISE_PACKED, qvanilla_depthwise_scratch,
                                                 &p, &q);
   if (status != QVANILLA_OK) return status;
-  depthwise(input, packed_weights, NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
-  return QVANILLA_OK;
+  return depthwise(input, packed_weights, NULL, &q, output, &p, ctx->buf, (size_t)ctx->size);
 }
 
 int32_t qvanilla_depthwise_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims,

@@ -70,6 +70,13 @@ typedef char qvanilla_shifts_are_the_kits[QVANILLA_SHIFT_MIN == KIT_REQUANTIZE_S
 #define QVANILLA_AVX2 1
 #endif
 
+/* Inline assembly only where the compiler allocates registers well enough for it: at -O0 gcc keeps
+ * every variable in memory and has too few registers left for the asm blocks' operands (the C
+ * paths run there instead, with the same results). */
+#if defined(__GNUC__) && defined(__OPTIMIZE__)
+#define QVANILLA_ASM 1
+#endif
+
 #if defined(__GNUC__)
 #define NOINLINE __attribute__((noinline))
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -106,14 +113,29 @@ typedef struct {
   int32_t input_zp, weight_zp, output_zp;
   int32_t act_min, act_max;
   int32_t rounding;
+  int32_t avx2;                  /* x86-64: the AVX2 variants run (the CPU has AVX2), decided once per call */
 } qvanilla_conv;
 
 /* Per output channel: bias (the input zero point folded in if packed), multiplier, shift. */
 typedef struct {
-  const int32_t* bias;
+  const int32_t* bias; /* NULL: zeros */
   const int32_t* multiplier;
   const int32_t* shift;
 } qvanilla_channels;
+
+/* Channel o's bias as the sums take it; a NULL bias is zeros (as CMSIS-NN allows). */
+static inline uint32_t qvanilla_bias(const qvanilla_channels* q, size_t o) {
+  return q->bias != NULL ? (uint32_t)q->bias[o] : 0u;
+}
+
+/* dst[j] = the bias of channel o0 + j, j < n: the NULL test once, not per channel. */
+static inline void qvanilla_biases(uint32_t* dst, const qvanilla_channels* q, size_t o0, size_t n) {
+  if (q->bias == NULL) {
+    for (size_t j = 0; j < n; ++j) dst[j] = 0;
+  } else {
+    for (size_t j = 0; j < n; ++j) dst[j] = (uint32_t)q->bias[o0 + j];
+  }
+}
 
 /* One output channel's output stage, ready to apply: see finish() and finish_tflite(). */
 typedef struct {

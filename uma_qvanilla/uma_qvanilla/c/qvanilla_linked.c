@@ -2,7 +2,7 @@
  * engine's) calls them there.  Code that only links to the library, as the Relax engine's LLVM
  * code does, needs symbols: these are the same calls, with the same arguments, under a name ending
  * in _linked. */
-#include "qvanilla.h"
+#include "qvanilla_calls.h"
 
 __typeof__(qvanilla_conv2d_nhwc_packed_s8) qvanilla_conv2d_nhwc_packed_s8_linked;
 __typeof__(qvanilla_conv2d_nhwc_packed8_s8) qvanilla_conv2d_nhwc_packed8_s8_linked;

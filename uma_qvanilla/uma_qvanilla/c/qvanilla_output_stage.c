@@ -165,7 +165,7 @@ void qvanilla_block_setup(qblock* b, const uint32_t* bias, const qvanilla_channe
   requant_vectors()) make each channel's parameters as they run */
 #else
 #ifdef QVANILLA_AVX2
-  if (qvanilla_avx2()) return; /* qvanilla_requant_avx2() makes each block's parameters as it runs */
+  if (p->avx2) return; /* qvanilla_requant_avx2() makes each block's parameters as it runs */
 #endif
   for (size_t j = 0; j < QL; ++j) b->bias[lane(j, transposed)] = j < n ? bias[j] : 0;
   /* The lanes' set-up costs about as much per channel as finish() does on a few outputs: a layer
@@ -410,7 +410,7 @@ void qvanilla_requant_rows(const uint32_t* acc, size_t stride, size_t rows, cons
     continue;
 #endif
 #ifdef QVANILLA_AVX2
-    if (qvanilla_avx2()) {
+    if (p->avx2) {
       qvanilla_requant_avx2(acc + j0, stride, rows, bias + j0, q, o0 + j0, nb, out + j0, ostride, transposed, p);
       continue;
     }

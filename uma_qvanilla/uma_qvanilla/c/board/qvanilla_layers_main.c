@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qvanilla.h"
+#include "qvanilla_calls.h"
 
 #if defined(__arm__)
 uint64_t board_ticks(void); /* tvm_extension.mlf.board's start-up code (c_runtime/board/startup.c) */
@@ -35,15 +35,26 @@ static uint64_t board_ticks(void) { /* on the host: nanoseconds */
 enum { KIND, IH, IW, IC, OH, OW, OC, KH, KW, SH, SW, PT, PL, IZP, OZP, AMIN, AMAX, ROUNDING, SCRATCH, WEIGHTS,
        HEADER };
 
+/* -DLAYERS_WEIGHTS_OFFSET=2: every weights block 2 bytes past a word boundary (int16 alignment, all
+ * the API asks for), as a caller's own buffer may be; the compiler's constants are 16-byte aligned. */
+#ifndef LAYERS_WEIGHTS_OFFSET
+#define LAYERS_WEIGHTS_OFFSET 0
+#endif
+
 static size_t padded(size_t bytes) { return (bytes + 3) / 4 * 4; }
 
-static void* read_block(FILE* f, size_t bytes) {
-  void* p = malloc(padded(bytes) + 4); /* never 0 bytes */
+/* The next block of the file, `offset` bytes into a new allocation (free the allocation: *base). */
+static void* read_block(FILE* f, size_t bytes, size_t offset, void** base) {
+  unsigned char* p = malloc(padded(bytes) + 4 + offset); /* never 0 bytes */
   if (p == NULL || fread(p, 1, padded(bytes), f) != padded(bytes)) {
     fprintf(stderr, "error: the layers file ends early or memory ran out\n");
     exit(2);
   }
-  return p;
+  /* moved by bytes: newlib's memcpy (which fread uses) takes unaligned words on parts that trap them */
+  volatile unsigned char* moved = p + offset;
+  for (size_t i = padded(bytes); offset > 0 && i-- > 0;) moved[i] = p[i];
+  *base = p;
+  return p + offset;
 }
 
 static int32_t call(const int32_t* h, int8_t* in, void* w, int32_t* table, int8_t* out, int8_t* scratch) {
@@ -83,9 +94,10 @@ int main(int argc, char** argv) {
   while (fread(h, sizeof(int32_t), HEADER, f) == HEADER) {
     const size_t in_bytes = (size_t)h[IH] * h[IW] * h[IC], out_bytes = (size_t)h[OH] * h[OW] * h[OC];
     const size_t scratch_bytes = (size_t)h[SCRATCH];
-    int8_t* in = read_block(f, in_bytes);
-    void* w = read_block(f, (size_t)h[WEIGHTS] * (h[KIND] == 2 ? 1 : sizeof(int16_t)));
-    int32_t* table = read_block(f, 3 * (size_t)h[OC] * sizeof(int32_t));
+    void *in_base, *w_base, *table_base;
+    int8_t* in = read_block(f, in_bytes, 0, &in_base);
+    void* w = read_block(f, (size_t)h[WEIGHTS] * (h[KIND] == 2 ? 1 : sizeof(int16_t)), LAYERS_WEIGHTS_OFFSET, &w_base);
+    int32_t* table = read_block(f, 3 * (size_t)h[OC] * sizeof(int32_t), 0, &table_base);
     int8_t* out[2] = {malloc(out_bytes + 1), malloc(out_bytes + 1)};
     unsigned char* scratch = malloc(scratch_bytes + 8); /* malloc's alignment: 8 bytes on both */
     if (out[0] == NULL || out[1] == NULL || scratch == NULL) {
@@ -111,9 +123,9 @@ int main(int argc, char** argv) {
       fprintf(stderr, "error: cannot write %s\n", argv[2]);
       return 2;
     }
-    free(in);
-    free(w);
-    free(table);
+    free(in_base);
+    free(w_base);
+    free(table_base);
     free(out[0]);
     free(out[1]);
     free(scratch);

@@ -37,7 +37,7 @@ void qvanilla_conv2d_s8_ref(const qvanilla_conv_params* params, const qvanilla_p
             const int64_t iy = y * params->stride.h - params->padding.h + ky;
             const int64_t ix = x * params->stride.w - params->padding.w + kx;
             for (int32_t c = 0; c < ic; ++c) {
-              const int64_t w = weights[((ky * filter_dims->w + kx) * ic + c) * oc + o];
+              const int64_t w = weights[((o * filter_dims->h + ky) * filter_dims->w + kx) * ic + c]; /* OHWI */
               acc += centred(input, input_dims, iy, ix, c, params->input_zp) * (w - params->weight_zp);
             }
           }
