@@ -64,7 +64,8 @@ def main(argv=None, prog: str = "python -m tvm_extension.sweep") -> int:
                         help="values of one attribute: 4,8,16 or a range 16K..512K*2 (FROM..TO*FACTOR, FROM..TO+STEP)")
     parser.add_argument("--cache", type=Path, help="cache folder (default $TVM_EXTENSION_SWEEP_CACHE or "
                         "~/.cache/tvm-uma-extensions/sweeps)")
-    parser.add_argument("--address", help="join this Ray cluster (ray start --head prints it; else $RAY_ADDRESS if set) instead of starting a Ray of the sweep's own here")
+    parser.add_argument("--address", help="join this Ray cluster (ray start --head prints it; else $RAY_ADDRESS if "
+                        "set) instead of starting a Ray of the sweep's own here")
     parser.add_argument("--workers", type=int, help="points at once on this machine (default: its cores)")
     parser.add_argument("--no-ray", action="store_true", help="a local process pool instead of Ray")
     parser.add_argument("--board", help="also build each point for this emulated Cortex-M board (mps2-an386, ...) "
