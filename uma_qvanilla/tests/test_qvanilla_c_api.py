@@ -657,11 +657,9 @@ def test_no_tile_fitting_the_scratch_is_escratch(tmp_path, engine, run):
     source = tmp_path / "zero_fit.c"
     source.write_text(ZERO_FIT)
     program = tmp_path / "zero_fit"
-    sources = [KERNEL_DIR / n for n in ("qvanilla_check.c", "qvanilla_output_stage.c") if n != engine]
+    sources = [path for path in SHIPPED if path.name != engine]  # the engine itself is included
     built = subprocess.run(["gcc", "-O1", "-std=c11", f"-I{KERNEL_DIR}", f"-I{KIT_DIR}", f'-DENGINE="{engine}"',
-                            f"-DRUN={run}", "-o", program, source, *sources, *([KERNEL_DIR / "qvanilla_avx2.c"]
-                                                                              if platform.machine() == "x86_64" else [])],
-                           capture_output=True, text=True)
+                            f"-DRUN={run}", "-o", program, source, *sources], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     done = subprocess.run([program], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == [str(Q["ESCRATCH"]), "1"], done.stdout

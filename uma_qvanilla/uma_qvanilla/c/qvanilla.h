@@ -181,7 +181,8 @@ qvanilla_status qvanilla_depthwise_conv2d_packed_s8(const qvanilla_context* ctx,
 
 /* The scratch bytes (ctx->size) each entry runs best with for these dims (kh, kw, ic and oc: the
  * filter's and the input's channels) within QVANILLA_SCRATCH_BUDGET, 0 for dims the entry rejects
- * with ESIZE or ERANGE (its tensors' sizes: the strides, not given here, are checked by the call).  The compiler sizes its workspace buffer with the same formula
+ * with ESIZE or ERANGE (its tensors' sizes: the strides, not given here, are checked by the call).
+ * The compiler sizes its workspace buffer with the same formula
  * (uma_qvanilla/scratch.py, its budget the target's attribute). */
 int32_t qvanilla_conv2d_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);
 int32_t qvanilla_conv2d_packed_s8_get_buffer_size(const qvanilla_dims* input_dims, const qvanilla_dims* filter_dims);

@@ -225,6 +225,31 @@ void qvanilla_requant_avx2(const uint32_t* acc, size_t stride, size_t rows, cons
                            int transposed, const qvanilla_conv* p);
 #endif
 
+/* The dense conv's windows (qvanilla_windows.c): the windows of the n output pixels from (*y, *x)
+ * on, in output order, as rows of kp int16 (the input, input_zp outside the image, zeros from K
+ * on), (*y, *x) moved past them; Helium: as rows of k16 int8. */
+void qvanilla_gather_tile(int16_t* win, size_t kp, size_t n, const int8_t* input, const qvanilla_conv* p, int32_t* y,
+                          int32_t* x);
+void qvanilla_fill(int16_t* dst, int16_t value, size_t n); /* dst[0 .. n) = value */
+
+/* Its dot products (qvanilla_dot.c), chosen once per call: the plain C, the DSP extension's asm
+ * (the weights word-aligned), AVX2.  The sums of window i (rows of kp int16) and channel j < 4 (rows
+ * of kp int16 at w) at a[i * stride + 4*j]; the odd last window's partner writes spare. */
+enum { DOT_C, DOT_SMLAD, DOT_AVX2 };
+void qvanilla_dot_tile(const int16_t* win, size_t n, size_t kp, const int16_t* w, uint32_t* a, size_t stride,
+                       uint32_t* spare, int variant);
+/* The same with the packed8 entry's weights (four channels in blocks of 16 int8, qvanilla.h). */
+void qvanilla_dot_tile_w8(const int16_t* win, size_t n, size_t kp, const int8_t* w8, uint32_t* a, size_t stride,
+                          uint32_t* spare);
+#ifdef QVANILLA_MVE /* Helium's int8 path: int8 windows of k16 bytes times packed8 weights */
+void qvanilla_gather_tile8(int8_t* win, size_t k16, size_t n, const int8_t* input, const qvanilla_conv* p, int32_t* y,
+                           int32_t* x);
+void qvanilla_dot_tile8(const int8_t* win, size_t n, size_t k16, const int8_t* wq, uint32_t* a, size_t stride,
+                        uint32_t* spare);
+int qvanilla_fit_int8(const int16_t* w, size_t n);                               /* all n in [-128, 127] */
+void qvanilla_narrow4(int8_t* wq, const int16_t* w, size_t kp, size_t k16);      /* 4 rows as packed8's */
+#endif
+
 /* An entry's scratch for its checked conv p (packed: weights packed, either kind) within budget (see
  * "Scratch layouts" below). */
 typedef size_t (*qvanilla_sizer)(const qvanilla_conv* p, int packed, size_t budget);
