@@ -1,8 +1,10 @@
 """The suite's own tools (tvm_extension.testing): tvmc forked from a warm process gives what a
 new tvmc process gives, and the build cache reuses a build only for the same command, files and
 code: an edit to a backend's C or patterns is rebuilt."""
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,21 @@ def test_the_code_digest_covers_the_framework_and_the_installed_backends():
     roots, _ = build_cache._import_roots()
     assert {str(ROOT), *(str(ROOT / b) for b in ("uma_vanilla", "uma_qvanilla", "uma_strawberry",
                                                     "uma_chocolate"))} <= set(roots)
+
+
+@pytest.mark.quick
+def test_an_empty_pythonpath_entry_brings_no_folder_into_the_digest(tmp_path, monkeypatch):
+    """``PYTHONPATH=dir:`` (a trailing colon: the working folder) adds dir, not the folder the
+    digest's interpreter happens to run in (it once walked all of /tmp, changing by the second)."""
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}")
+    build_cache._import_roots.cache_clear()
+    try:
+        roots, _ = build_cache._import_roots()
+    finally:
+        build_cache._import_roots.cache_clear()
+    assert str(tmp_path) in roots
+    assert not any(os.path.realpath(r) in (os.path.realpath(tempfile.gettempdir()), os.path.realpath(os.getcwd()))
+                   for r in roots if r not in (str(ROOT), str(tmp_path))), roots
 
 
 def test_a_failed_compile_is_not_cached(tmp_path, monkeypatch):

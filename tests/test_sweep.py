@@ -517,7 +517,7 @@ def test_an_edited_framework_computes_its_points_again(tmp_path):
     MLF writer is edited the point is computed again."""
     copy = tmp_path / "framework"
     shutil.copytree(ROOT / "tvm_extension", copy / "tvm_extension", ignore=shutil.ignore_patterns("__pycache__"))
-    env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(copy), os.environ.get("PYTHONPATH")) if p)}
     command = [sys.executable, "-m", "tvm_extension.sweep", "--model", CNN, "--attr",
                "strawberry.scratchpad_bytes=32K", "--cache", str(tmp_path / "cache"), "--no-ray"]
 

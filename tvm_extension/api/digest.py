@@ -47,11 +47,15 @@ def _import_roots() -> tuple:
     """Folders a new interpreter imports from that are not the interpreter's library: the
     editable installs' folders (this checkout, the backends'), and within site-packages the
     files of every distribution that installs into the ``tvm_extension`` namespace."""
-    paths = json.loads(subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"],
-                                      capture_output=True, text=True, check=True, cwd=tempfile.gettempdir()).stdout)
+    # Run in an empty folder: an empty PYTHONPATH entry (a trailing ':') means the working folder,
+    # which must not bring a whole folder such as /tmp, changing by the second, into the digest.
+    with tempfile.TemporaryDirectory(prefix="import-roots-") as empty:
+        paths = json.loads(subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"],
+                                          capture_output=True, text=True, check=True, cwd=empty).stdout)
+        paths = [p for p in paths if os.path.realpath(p or ".") != os.path.realpath(empty)]
     library = {os.path.realpath(sysconfig.get_path(name)) for name in ("stdlib", "platstdlib", "purelib", "platlib")}
     site_dirs = {os.path.realpath(p) for p in paths if p.endswith("site-packages")}
-    roots = [p for p in paths if os.path.isdir(p) and os.path.realpath(p) not in library | site_dirs
+    roots = [p for p in paths if p and os.path.isdir(p) and os.path.realpath(p) not in library | site_dirs
              and not os.path.realpath(p).startswith(tuple(library))]
     installed = sorted(str(dist.locate_file(f)) for dist in importlib.metadata.distributions()
                        if any(str(f).startswith("tvm_extension/") for f in dist.files or [])
