@@ -52,17 +52,19 @@ def _compile(side, model, target, shapes, out, env):
     extra = ["--input-shapes", shapes] if shapes else []
     if side == "relay mlf":
         return _timed([BIN / "tvmc", "compile", "--target", f"{target},c", *extra, model, "-f", "mlf", "-o", out], env)
-    return _timed([RELAX_BIN / "tvm-extension", "compile", model, "--target", target if side == "relax offload" else "llvm",
+    return _timed([RELAX_BIN / "tvmc", "compile", model, "--target", target if side == "relax offload" else "llvm",
                    *extra, "-o", out], env)
 
 
 def _run(side, artefact, inputs, outputs, repeat, env) -> float:
     if side == "relay mlf":
-        command = [BIN / "python", "-m", "tvm_extension.mlf", "run", artefact, "-i", inputs, "-o", outputs]
-    else:
-        command = [RELAX_BIN / "tvm-extension", "run", artefact, "-i", inputs, "-o", outputs]
-    _, text = _timed([*command, "--repeat", str(repeat)], env)
-    return float(re.search(r"seconds per run: ([0-9.]+)", text).group(1))
+        command = [BIN / "python", "-m", "tvm_extension.mlf", "run", artefact, "-i", inputs, "-o", outputs,
+                   "--repeat", str(repeat)]
+        _, text = _timed(command, env)
+        return float(re.search(r"seconds per run: ([0-9.]+)", text).group(1))
+    command = [RELAX_BIN / "tvmc", "run", artefact, "-i", inputs, "-o", outputs, "--print-time", "--repeat", str(repeat)]
+    _, text = _timed(command, env)
+    return float(re.search(r"mean \(ms\) of \d+ runs\n ([0-9.]+)", text).group(1)) / 1e3
 
 
 def _inputs(model: Path, shapes, path: Path):

@@ -1,6 +1,6 @@
-"""tvm-extension, the project's one command (the console script of pyproject.toml), in the main
-environment (hhb-tvm): its sweep and project commands work there, and the Relax engine's commands
-say in one line where they run (tests/test_relax_engine.py runs them in the Relax environment)."""
+"""tvm-extension, the project's command (a console script of pyproject.toml), in the Relay
+engine's environment (hhb-tvm): its sweep and project commands work there, and its compile is TVM's
+own tvmc (tests/test_relax_engine.py runs the same commands on the Relax engine)."""
 import subprocess
 import sys
 from pathlib import Path
@@ -33,9 +33,13 @@ def test_sweep_is_the_sweep_command(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_relax_commands_say_where_they_run(tmp_path):
-    """With hhb-tvm there is no Relax: compile says what to do instead, in one line, writing nothing."""
-    done = run("compile", MODELS / "cnn.onnx", "--target", "vanilla_accelerator", "-o", tmp_path / "cnn.so",
-               cwd=tmp_path)
-    assert_one_line_error(done, "the Relax engine needs apache-tvm 0.27", "compile with tvmc")
-    assert not (tmp_path / "cnn.so").exists()
+def test_compile_is_tvms_own_tvmc_on_the_relay_engine(tmp_path):
+    """With hhb-tvm, tvm-extension compile is TVM's own tvmc compile (its options, extensions and
+    MLF): the same archive as tvmc's, byte for byte."""
+    done = run("compile", "--help", cwd=tmp_path)
+    assert done.returncode == 0 and "--cross-compiler" in done.stdout and "--experimental-tvm-extension" in done.stdout
+    for command, out in ((TVM_EXTENSION, "a.tar"), (TVM_EXTENSION.parent / "tvmc", "b.tar")):
+        done = subprocess.run([str(command), "compile", "--target", "vanilla_accelerator", str(MODELS / "conv2d.onnx"),
+                               "-f", "mlf", "-o", out], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()

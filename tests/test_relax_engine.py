@@ -18,16 +18,16 @@ from conftest import MODELS, ROOT, run_tvmc
 from tvm_extension.mlf import build
 
 RELAX_PYTHON = ROOT / ".venv-relax" / "bin" / "python"
-TVM_EXTENSION = ROOT / ".venv-relax" / "bin" / "tvm-extension"  # the console script, in that environment
+TVMC = ROOT / ".venv-relax" / "bin" / "tvmc"  # the console script, in that environment: tvmc on the Relax engine
 CNN = MODELS / "cnn.onnx"
 
 
 def relax_engine(*args, cwd, env=None):
-    """``tvm-extension ARGS`` in the Relax environment, with no PYTHONPATH of this one."""
-    assert TVM_EXTENSION.is_file(), (f"{TVM_EXTENSION} is missing: run `source scripts/env.sh test` (or scripts/test.sh) "
+    """``tvmc ARGS`` in the Relax environment, with no PYTHONPATH of this one."""
+    assert TVMC.is_file(), (f"{TVMC} is missing: run `source scripts/env.sh test` (or scripts/test.sh) "
                                      "to set up the Relax engine's environment")
     environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(TVM_EXTENSION), *args], cwd=cwd, capture_output=True, text=True, timeout=600,
+    return subprocess.run([str(TVMC), *args], cwd=cwd, capture_output=True, text=True, timeout=600,
                           env={**environment, **(env or {})})
 
 
@@ -82,16 +82,16 @@ def test_outputs_agree_with_onnx_reference(cnn_library, tmp_path):
 
 
 def test_target_llvm_offloads_nothing_and_run_can_time(tmp_path):
-    """--target llvm: TVM's own kernels only (what an offload is compared with); run --repeat N
-    prints the seconds per run of N more runs."""
+    """--target llvm: TVM's own kernels only (what an offload is compared with); run --print-time
+    --repeat N prints the mean time of N more runs, as tvmc does."""
     done = relax_engine("compile", str(CNN), "--target", "llvm", "-o", "plain.so", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "llvm: nothing offloaded", done.stdout + done.stderr
     assert call_sites(tmp_path / "plain.so") == 0
     x = np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype(np.float32)
     np.savez(tmp_path / "in.npz", input=x)
-    done = relax_engine("run", "plain.so", "-i", "in.npz", "-o", "out.npz", "--repeat", "3", cwd=tmp_path)
+    done = relax_engine("run", "plain.so", "-i", "in.npz", "-o", "out.npz", "--print-time", "--repeat", "3", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert re.fullmatch(r"seconds per run: \d+\.\d{6}", done.stdout.strip()), done.stdout
+    assert re.fullmatch(r"Execution time summary:\n mean \(ms\) of 3 runs\n \d+\.\d{4}", done.stdout.strip()), done.stdout
     with np.load(tmp_path / "out.npz") as out:
         np.testing.assert_allclose(out["output_0"], ReferenceEvaluator(str(CNN)).run(None, {"input": x})[0], atol=1e-4)
 
@@ -178,12 +178,12 @@ def test_a_scaffolded_backend_compiles_on_both_engines(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["-f", "elf"], "error: output format 'elf': so (a shared library for the Relax VM) or mlf (AOT C)"),
+    (["-f", "elf"], "error: argument -f/--output-format: invalid choice: 'elf'"),
     (["--input-shapes", "inp:[1,3,16,16]"], "error: --input-shapes names 'inp', which is not an input of 'cnn.onnx' "
                                             "(its inputs: input)"),
     (["--input-shapes", "input:[1,3"], "error: --input-shapes 'input:[1,3': expected NAME:[D1,D2,...]"),
-    (["--executor", "aot"], "error: --executor aot: the Relax engine builds a shared library for its VM, or with "
-                            "-f mlf AOT C of its own; aot stays on the Relay engine"),
+    (["--executor", "aot"], "error: --executor aot: -f so builds a library for the Relax VM, which has no executor "
+                            "or runtime to choose; AOT C on the CRT is -f mlf"),
     (["--target", "no_such_accelerator"], "error: unknown target 'no_such_accelerator' for the Relax engine "
                                           "(backends with a relax_patterns.py found: chocolate, qvanilla, strawberry, vanilla_accelerator)"),
     (["--target", "vanilla_accelerator", "--target-vanilla_accelerator-max_kernel_size=9"],

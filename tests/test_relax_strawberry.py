@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_tvmc
-from test_relax_engine import RELAX_PYTHON, TVM_EXTENSION, call_sites, relax_engine, report_line
+from test_relax_engine import RELAX_PYTHON, TVMC, call_sites, relax_engine, report_line
 from tvm_extension.mlf import build
 from tvm_extension.testing.model_zoo import fetch
 
@@ -26,7 +26,7 @@ def relax_run(library, inputs, work):
     np.savez(work / "in.npz", **inputs)
     report = work / "relax_counters.txt"
     environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    done = subprocess.run([str(TVM_EXTENSION), "run", str(library), "-i", "in.npz", "-o", "out.npz"], cwd=work,
+    done = subprocess.run([str(TVMC), "run", str(library), "-i", "in.npz", "-o", "out.npz"], cwd=work,
                           capture_output=True, text=True, timeout=600, env={**environment, "STRAWBERRY_REPORT": str(report)})
     assert done.returncode == 0, done.stderr
     with np.load(work / "out.npz") as out:

@@ -1,16 +1,51 @@
-"""``python -m tvm_extension``: inspect the extensions found, or scaffold a new backend.
+"""The project's commands: list the backends found, scaffold a new one, sweeps; tvmc's compile and run.
 
     python -m tvm_extension list [--experimental-tvm-extension PATH ...]   # alias: --uma-backends PATH
     python -m tvm_extension new NAME [--directory DIR] [--int8 | --like EXAMPLE]
     python -m tvm_extension examples      # the folder holding the example backends (uma_vanilla, ...)
     python -m tvm_extension sweep ...     # design-space sweeps: python -m tvm_extension.sweep
     python -m tvm_extension --version     # this project's version and TVM's
+    python -m tvm_extension compile|run   # tvmc's (the console script tvm-extension is this command)
+
+Either engine: on apache-tvm (the Relax engine) ``list`` shows the backends that engine finds
+(a package with a ``relax_patterns.py``), on hhb-tvm (Relay) the extensions TVM's tvmc loads.
 """
 import argparse
+import importlib.util
 import sys
 
 from tvm_extension import api
 from tvm_extension.api.version import VersionAction
+
+
+def _relay_engine() -> bool:
+    try:
+        return importlib.util.find_spec("tvm.relay") is not None
+    except ImportError:
+        return False
+
+
+def list_relax_backends(paths) -> int:
+    """The backends the Relax engine finds, where from, their target attributes; failures last."""
+    from tvm_extension.relax.backends import UserError, listed  # pylint: disable=import-outside-toplevel
+
+    try:
+        found = listed(paths)
+    except UserError as err:
+        sys.stderr.write(f"Error: {err}\n")
+        return 2
+    for target, module, where, _ in (f for f in found if f[3] is None):
+        ranges = getattr(module, "TARGET_ATTR_RANGES", {})
+        attrs = ", ".join(f"{k}={v!r}" + (f" (range {ranges[k][0]}..{ranges[k][1]})" if k in ranges else "")
+                          for k, v in module.TARGET_ATTRS.items()) or "no attributes"
+        print(f"{module.__name__.split('.')[0]} (Relax engine)\n  from: {where}\n  target {target}: {attrs}")
+    failed = [f for f in found if f[3] is not None]
+    for name, _, where, error in failed:
+        print(f"FAILED {name}\n  from: {where}\n  why: {error}")
+    if not found:
+        print("no backends found for the Relax engine (a package holding relax_patterns.py); add a folder with "
+              "--experimental-tvm-extension DIR, or pip install one; python -m tvm_extension new NAME creates one")
+    return 1 if failed else 0
 
 
 def list_extensions(paths) -> int:
@@ -35,13 +70,17 @@ def list_extensions(paths) -> int:
     return 1 if failed else 0
 
 
-def main(argv=None) -> int:
+def main(argv=None, prog: str = "python -m tvm_extension") -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["sweep"]:  # its own options (python -m tvm_extension.sweep --help)
         from tvm_extension.sweep.__main__ import main as sweep  # pylint: disable=import-outside-toplevel
 
         return sweep(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m tvm_extension", description=__doc__.split("\n")[0])
+    if argv[:1] in (["compile"], ["run"], ["tune"]):  # tvmc's
+        from tvm_extension.cli import tvmc  # pylint: disable=import-outside-toplevel
+
+        return tvmc(argv)
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--version", action=VersionAction, help="print this project's version and TVM's, and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     listing = sub.add_parser("list", help="list the extensions found and where they come from")
@@ -60,9 +99,11 @@ def main(argv=None) -> int:
                           "renamed: its target, package, classes, C symbols and tests")
     sub.add_parser("sweep", help="design-space sweeps of target attributes over models (sweep --help)")
     sub.add_parser("examples", help="print the folder holding the example backends (uma_vanilla...), each an extension folder")
+    sub.add_parser("compile", help="compile a model: tvmc compile (compile --help)")
+    sub.add_parser("run", help="run a compiled model: tvmc run (run --help)")
     args = parser.parse_args(argv)
     if args.command == "list":
-        return list_extensions(args.paths)
+        return list_extensions(args.paths) if _relay_engine() else list_relax_backends(args.paths)
     if args.command == "examples":
         from tvm_extension.api.resources import data_folder  # pylint: disable=import-outside-toplevel
 

@@ -160,7 +160,33 @@ def _banded(func: tirx.PrimFunc) -> tirx.PrimFunc:
             sch.decompose_reduction(reduction, loops[spatial])
         except Exception:  # pylint: disable=broad-except
             pass
+    _relay_conv_order(sch, reduction)
     return sch.mod["main"]
+
+
+SIMD_LANES = 4  # Relay's get_simd_32bit_lanes() for its "c" target (no AVX feature)
+
+
+def _relay_conv_order(sch, reduction):
+    """An NCHW conv (TOPI's ``conv2d_nchw`` block) summed in the order of the Relay engine's CPU
+    kernel (x86 ``conv2d_NCHWc``, its fallback configuration: ``conv2d_avx_common``): the input
+    channels split in blocks of ``ic_bn`` (the largest divisor of IC not above ``oc_bn``, the largest
+    divisor of OC not above SIMD_LANES), the sum over (channel block, kh, kw, channel in block),
+    not (channel, kh, kw): float addition is not associative, so the outputs differ by an ulp otherwise.
+    A 1x1 kernel (``conv2d_avx_1x1``) sums the channels in order, as here."""
+    block = sch.get(reduction)
+    if block.name_hint not in ("conv2d_nchw", "conv2d_nchw_update") or len(block.iter_vars) != 7:  # decomposed: _update
+        return
+    extent = lambda i: int(block.iter_vars[i].dom.extent)
+    oc, ic, kh, kw = extent(1), extent(4), extent(5), extent(6)
+    oc_bn = next(bn for bn in range(SIMD_LANES, 0, -1) if oc % bn == 0)
+    ic_bn = next(bn for bn in range(oc_bn, 0, -1) if ic % bn == 0)
+    loops = sch.get_loops(reduction)
+    if ic_bn == 1 or kh * kw == 1 or len(loops) < 3:
+        return
+    rc, ry, rx = loops[-3:]
+    rc_outer, rc_inner = sch.split(rc, factors=[ic // ic_bn, ic_bn])
+    sch.reorder(rc_outer, ry, rx, rc_inner)
 
 
 def _operators_c(mod, prefix: str, headers: List[Path]) -> Tuple[str, Dict[str, List[int]]]:

@@ -103,6 +103,38 @@ def _in_folders(folders: Iterable[Path], seen: list):
                 yield module
 
 
+def listed(paths: Iterable[str] = ()) -> List[tuple]:
+    """Every backend the engine can find, for ``python -m tvm_extension list``: (target or the package
+    name, its ``relax_patterns`` module or None, where it came from, why it failed or None), in the
+    order ``find`` looks; a target found again later is shadowed and left out."""
+    import tvm  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (runs the entry points)
+
+    found, targets = [], set()
+
+    def add(name, module, where, error=None):
+        if module is None or module.TARGET not in targets:
+            found.append((module.TARGET if module is not None else name, module, where, error))
+            targets.add(module.TARGET if module is not None else None)
+
+    def scan(folders, where):
+        for folder in folders:
+            for info in pkgutil.iter_modules([str(folder)]):
+                if info.ispkg and (folder / info.name / f"{MODULE}.py").is_file():
+                    try:
+                        module = _load(folder / info.name)
+                    except Exception as exc:  # a backend's own code may fail in any way
+                        add(info.name, None, where(folder), f"its {MODULE} failed to import: {type(exc).__name__}: {exc}")
+                        continue
+                    if module is not None:
+                        add(info.name, module, where(folder))
+
+    scan(_explicit(paths), lambda folder: f"{folder} (named)")
+    for target, module in _REGISTERED.items():
+        add(target, module, f"{Path(module.__file__).parent} (tvm.backends entry point)")
+    scan(_on_sys_path(), lambda folder: f"{folder} (sys.path)")
+    return found
+
+
 def find(target: str, paths: Iterable[str] = ()):
     """The ``relax_patterns`` module of the backend named ``target``; UserError when none is."""
     import tvm  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (runs the entry points)

@@ -92,14 +92,26 @@ def _import_tflite(model: Path, shapes):
         raise UserError(f"TVM's Relax TFLite frontend cannot import '{model}': {_first_line(exc, last=True)}")
 
 
-def _import(model: Path, shapes=None):
-    """The model as a Relax module, by its suffix; ``shapes`` ({input: shape}) fix dynamic dimensions."""
+FORMATS = {".onnx": "onnx", ".tflite": "tflite"}  # by suffix, as tvmc guesses a model's format
+
+
+def model_format(model: Path, given: Optional[str] = None) -> str:
+    """``given`` (tvmc's --model-format), else the format the suffix says."""
+    if given is not None:
+        if given not in FORMATS.values():
+            raise UserError(f"--model-format {given}: the Relax engine reads {' and '.join(FORMATS.values())} models")
+        return given
+    if model.suffix not in FORMATS:
+        raise UserError(f"'{model}': the Relax engine reads ONNX (.onnx) and TFLite (.tflite) models "
+                        "(or name the format: --model-format onnx|tflite)")
+    return FORMATS[model.suffix]
+
+
+def _import(model: Path, fmt: str, shapes=None):
+    """The model as a Relax module; ``shapes`` ({input: shape}) fix dynamic dimensions."""
     if not model.is_file():
         raise UserError(f"model file '{model}' does not exist")
-    importers = {".onnx": _import_onnx, ".tflite": _import_tflite}
-    if model.suffix not in importers:
-        raise UserError(f"'{model}': the Relax engine reads ONNX (.onnx) and TFLite (.tflite) models")
-    mod = importers[model.suffix](model, shapes)
+    mod = {"onnx": _import_onnx, "tflite": _import_tflite}[fmt](model, shapes)
     names = [param.name for param in mod["main"].params]
     unknown = sorted(set(shapes or {}) - set(names))
     if unknown:
@@ -146,25 +158,56 @@ CPU_ONLY = "llvm"  # --target llvm: the model with TVM's own kernels only
 PLAIN_C = "c"  # --target c -f mlf: the same as embedded C (an MLF), what every offload is compared with
 
 
+# tvmc's --desired-layout: the layouts of conv2d as Relay's tvmc chose them ("default" kernels).
+LAYOUTS = {"NHWC": ["NHWC", "HWIO"], "NCHW": ["NCHW", "OIHW"]}
+
+
 def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: Optional[Dict[str, str]] = None,
                   cflags: Iterable[str] = ("-O2",), shapes: Optional[Dict[str, tuple]] = None,
-                  tflite_exact: bool = False, output_format: str = "so") -> List[str]:
+                  tflite_exact: bool = False, output_format: str = "so", *, fmt: Optional[str] = None,
+                  host=CPU_ONLY, desired_layout: Optional[str] = None, pass_config: Optional[dict] = None,
+                  module_name: str = "default", dumps: Optional[dict] = None) -> List[str]:
     """Compile ``model`` for ``target`` into the shared library ``output`` (``output_format`` "so") or
     the MLF ``output`` ("mlf": AOT C, ``aot``); returns the offload report.
     ``shapes`` ({input name: shape}, as tvmc's --input-shapes) fixes the inputs' dynamic dimensions;
-    ``tflite_exact``: an int8 TFLite model computes what TFLite's reference kernels compute.
+    ``tflite_exact``: an int8 TFLite model computes what TFLite's reference kernels compute;
+    ``fmt``: the model's format (onnx, tflite; default: by its suffix); ``host``: the VM library's
+    LLVM target (a kind, or a dict as ``tvm.target.Target`` takes it); ``desired_layout``: NHWC or NCHW convs (tvmc's --desired-layout);
+    ``pass_config``: TVM's PassContext config; ``module_name``: the MLF's C names (tvmgen_NAME_run);
+    ``dumps``: a dict that gets the Relax module after offloading ("relax") and the MLF's C ("c").
 
     Written whole or not at all: nothing is left at ``output`` on an error."""
-    from tvm import relax  # pylint: disable=import-outside-toplevel
+    import tvm  # pylint: disable=import-outside-toplevel
 
     model, output = Path(model), Path(output)
     if not output.parent.is_dir():
         raise UserError(f"output folder '{output.parent}' does not exist")
-    if tflite_exact and model.suffix != ".tflite":
-        raise UserError(f"{exact.FLAG} applies to TFLite models only (this is a {model.suffix.lstrip('.') or 'suffixless'} model)")
+    fmt = model_format(model, fmt)
+    if tflite_exact and fmt != "tflite":
+        raise UserError(f"{exact.FLAG} applies to TFLite models only (this is an {fmt} model)")
     if output_format not in ("so", "mlf"):
         raise UserError(f"output format '{output_format}': so (a shared library for the Relax VM) or mlf (AOT C)")
-    mlf = output_format == "mlf"
+    if desired_layout is not None and desired_layout not in LAYOUTS:
+        raise UserError(f"--desired-layout {desired_layout}: {' or '.join(LAYOUTS)}")
+    if output_format != "mlf" and module_name != "default":
+        raise UserError(f"--module-name {module_name}: names the C functions of an MLF (tvmgen_NAME_run): -f mlf")
+    if not module_name.isidentifier():
+        raise UserError(f"--module-name {module_name!r}: a C identifier, as tvmgen_<name>_run is")
+    try:
+        context = tvm.transform.PassContext(config=pass_config or {})
+    except Exception as exc:  # a value TVM's registry refuses
+        raise UserError(f"--pass-config: {_first_line(exc, last=True)}")
+    with context:
+        return _compile(model, fmt, target, output, paths, attrs, list(cflags), shapes, tflite_exact,
+                        output_format == "mlf", host, desired_layout, module_name,
+                        dumps if dumps is not None else {})
+
+
+def _compile(model: Path, fmt: str, target: str, output: Path, paths, attrs, cflags, shapes, tflite_exact: bool,
+             mlf: bool, host, desired_layout: Optional[str], module_name: str, dumps: dict) -> List[str]:
+    import tvm  # pylint: disable=import-outside-toplevel
+    from tvm import relax  # pylint: disable=import-outside-toplevel
+
     cpu_only = PLAIN_C if mlf else CPU_ONLY
     backend, report, sources, includes = None, [f"{cpu_only}: nothing offloaded"], [], []
     if target == cpu_only:  # TVM's own build, nothing offloaded (what an offload is compared with)
@@ -174,7 +217,9 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
         backend = backends.find(target, paths)
         attrs = _attrs(backend, attrs)
         sources, includes = backends.c_library(backend)
-    mod = _import(model, shapes)
+    mod = _import(model, fmt, shapes)
+    if desired_layout is not None:
+        mod = relax.transform.ConvertLayout({"relax.nn.conv2d": LAYOUTS[desired_layout]})(mod)
     # Folding makes the bias a constant (ONNX: a reshape of one); an int8 backend's chains (qconv)
     # are matched first, so that they read the weights and bias as stored, int8 and int32 with their
     # scales; so does --tflite-exact, which then computes the rest in integers.  The backend's other
@@ -185,26 +230,26 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
     if early:
         from . import qconv, qdq_layout  # pylint: disable=import-outside-toplevel  (they import tvm)
 
-        if model.suffix == ".onnx":  # ONNX's QDQ convs (NCHW) in the NHWC form the chains match
+        if fmt == "onnx":  # ONNX's QDQ convs (NCHW) in the NHWC form the chains match
             mod = qdq_layout.to_nhwc(_onnx_clips(mod))
         if tflite_exact and not getattr(backend, "COMPUTES_TFLITE_ROUNDING", False):
             refused = lower.matches(mod, backend, attrs, which=qconv.is_chain)  # left to --tflite-exact
         else:
-            with qconv.model_rounding(tflite=model.suffix == ".tflite"):
+            with qconv.model_rounding(tflite=fmt == "tflite"):
                 mod, offloaded = lower.offload(mod, backend, attrs, which=qconv.is_chain)
     # The CPU's int8 layers: TFLite's arithmetic under --tflite-exact; else the Relay engine's (its
     # frontend's QNN operators in TVM's integer arithmetic), unless the backend's chains round as
     # TFLite does (QVanilla: the rest stays TVM's float legalization, as before).
     tflite_chains = backend is not None and getattr(backend, "COMPUTES_TFLITE_ROUNDING", False)
     operators = None  # the CPU's operators as the model states them, for the report, when rewritten below
-    if model.suffix == ".tflite" and (tflite_exact or not tflite_chains):
+    if fmt == "tflite" and (tflite_exact or not tflite_chains):
         operators = lower.model_operators(mod)
         if tflite_exact:
             mod, made_exact = exact.make_exact(mod)
         else:
             mod = exact.make_as_relay(mod)
     mod = relax.transform.FoldConstant()(mod)
-    if model.suffix == ".onnx":
+    if fmt == "onnx":
         mod = _onnx_clips(mod)
     if backend is not None:
         rest = (lambda name: not qconv.is_chain(name)) if early else None
@@ -217,25 +262,30 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
                                                   "does not compute")] += refused
             offloaded.not_offloaded = +offloaded.not_offloaded  # drops what reached 0
         report = list(offloaded.lines())
+        dumps["offloads"] = offloaded
     report = report + made_exact
+    dumps["relax"] = mod.script()
     mod = relax.transform.LegalizeOps()(mod)
     if mlf:
-        _write_mlf(mod, _output_names(model), output, sources, includes,
-                   backends.c_headers(backend) if backend is not None else [])
+        dumps["c"] = _write_mlf(mod, _output_names(model, fmt), output, sources, includes,
+                                backends.c_headers(backend) if backend is not None else [], module_name)
         return report
-    executable = relax.build(mod, target="llvm")
+    try:
+        executable = relax.build(mod, target=tvm.target.Target(host))
+    except Exception as exc:  # e.g. an -mcpu LLVM does not know
+        raise UserError(f"TVM cannot build for --target {host}: {_first_line(exc, last=True)}")
     with tempfile.TemporaryDirectory(prefix="relax-build-") as work:
-        objects = _compile_c(sources, includes, Path(work), list(cflags))
+        objects = _compile_c(sources, includes, Path(work), cflags)
         built = Path(work) / output.name
         executable.export_library(str(built), addons=objects, workspace_dir=work)
         os.replace(built, output)
     return report
 
 
-def _output_names(model: Path) -> List[str]:
+def _output_names(model: Path, fmt: str) -> List[str]:
     """The model's output names, as the Relay engine's MLF names them: TFLite's tensor names; for
     ONNX, whose names tvmc's frontend drops, ``output`` or ``output0``, ``output1``..."""
-    if model.suffix == ".onnx":
+    if fmt == "onnx":
         import onnx  # pylint: disable=import-outside-toplevel
 
         count = len(onnx.load(str(model), load_external_data=False).graph.output)
@@ -248,20 +298,23 @@ def _output_names(model: Path) -> List[str]:
 
 
 def _write_mlf(mod, output_names: List[str], output: Path, sources: List[Path], includes: List[Path],
-               headers: List[Path]):
-    """The MLF of AOT C, with the backend's C library (its sources, their NAME.cflags, its headers)."""
+               headers: List[Path], module_name: str) -> str:
+    """The MLF of AOT C, with the backend's C library (its sources, their NAME.cflags, its headers);
+    returns the generated C."""
     from tvm_extension.mlf import layout  # pylint: disable=import-outside-toplevel
 
     from . import aot  # pylint: disable=import-outside-toplevel
 
-    program = aot.aot_c(mod, output_names, headers)
+    program = aot.aot_c(mod, output_names, headers, model=module_name)
     library = {f"src/{s.name}": s for s in sources}
     library.update({f"src/{s.with_suffix('.cflags').name}": s.with_suffix(".cflags") for s in sources
                     if s.with_suffix(".cflags").is_file()})
     library.update({f"include/{h.name}": h for folder in includes for h in sorted(Path(folder).glob("*.h"))})
     tensors = lambda described: [layout.Tensor(*t) for t in described]
     layout.write(output, {"default_lib0.c": program.source}, tensors(program.inputs), tensors(program.outputs),
-                 program.workspace_bytes, program.constants_bytes, program.functions, "c -keys=cpu", library)
+                 program.workspace_bytes, program.constants_bytes, program.functions, "c -keys=cpu", library,
+                 model=module_name)
+    return program.source
 
 
 def run_model(library, inputs: Dict[str, np.ndarray], repeat: int = 0):

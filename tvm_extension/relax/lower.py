@@ -92,7 +92,10 @@ class _Lower(relax.PyExprMutator):
 
         def compute(*tensors):
             shape = [int(d) for d in func.ret_ty.shape]
-            return te.extern(shape, list(tensors), body, dtype=str(func.ret_ty.dtype), name=pattern.replace(".", "_"))
+            # The result's name, a variable in the C: "_result" keeps it from naming the backend's own
+            # C function (pattern "my_npu.conv2d", function my_npu_conv2d).
+            return te.extern(shape, list(tensors), body, dtype=str(func.ret_ty.dtype),
+                             name=pattern.replace(".", "_") + "_result")
 
         return self.builder_.call_te(compute, *args, primfunc_name_hint=pattern.split(".")[-1])
 

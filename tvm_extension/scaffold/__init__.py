@@ -31,11 +31,18 @@ class ScaffoldError(Exception):
 
 def _taken_names():
     import tvm  # pylint: disable=import-outside-toplevel
-    from tvm.driver.tvmc import composite_target  # pylint: disable=import-outside-toplevel
-
-    from tvm_extension import uma  # pylint: disable=import-outside-toplevel
 
     names = {kind: "a TVM target kind" for kind in tvm.target.Target.list_kinds()}
+    try:
+        from tvm.driver.tvmc import composite_target  # pylint: disable=import-outside-toplevel
+    except ImportError:  # apache-tvm (the Relax engine): the backends it finds
+        from tvm_extension.relax.backends import listed  # pylint: disable=import-outside-toplevel
+
+        names.update({t: "a backend the Relax engine finds" for t, module, _, _ in listed()
+                      if module is not None and t not in names})
+        return names
+    from tvm_extension import uma  # pylint: disable=import-outside-toplevel
+
     names.update({n: "a TVMC built-in codegen" for n in composite_target.REGISTERED_CODEGEN})
     names.update({n: "an installed backend" for n in composite_target.get_codegen_names() if n not in names})
     names.update({n: "a registered backend" for n in uma.registered_backends()})
