@@ -222,3 +222,38 @@ def test_bad_input_ends_in_one_line(bad_files, tmp_path, argv, lead, fragments):
     assert line.startswith("Error: " + _fill(lead, **places)), line
     assert list(out.iterdir()) == [], "something was left at the output path"
     assert "offloaded" not in done.stdout, "the compile started before the error was found"
+
+
+# tvmc on the Relax engine (apache-tvm): what it refuses, each in one line, nothing written.
+RELAX_REFUSALS = [
+    ("tune", ["tune", "--target", "vanilla_accelerator", str(CNN)], "tvmc tune: nothing to tune on the Relax engine"),
+    ("tuning records", ["compile", "--tuning-records", "x.log"], "--tuning-records: nothing is tuned"),
+    ("relay pass config", ["compile", "--pass-config", "relay.backend.use_auto_scheduler=0"],
+     "--pass-config relay.backend.use_auto_scheduler (a Relay engine option)"),
+    ("graph executor in an MLF", ["compile", "-f", "mlf", "--executor", "graph"],
+     "--executor graph: the Relax engine's MLF is AOT C"),
+    ("packed API", ["compile", "-f", "mlf", "--executor-aot-unpacked-api", "0"], "--executor-aot-unpacked-api 0"),
+    ("aot without an MLF", ["compile", "--runtime", "crt"], "--runtime crt: -f so builds a library for the Relax VM"),
+    ("relay dump", ["compile", "-f", "mlf", "--dump-code", "relay"], "--dump-code relay: the Relax engine writes"),
+    ("two accelerators", ["compile", "--target", "vanilla_accelerator, qvanilla, c", "-f", "mlf"],
+     "--target 'vanilla_accelerator, qvanilla, c': one accelerator target at a time"),
+    ("llvm host of an MLF", ["compile", "--target", "vanilla_accelerator, llvm", "-f", "mlf"],
+     "--target 'vanilla_accelerator, llvm': an MLF holds C for any CPU"),
+    ("unknown host attribute", ["compile", "-f", "mlf", "--target-c-no_such", "1"], "target c has no attribute 'no_such'"),
+    ("module name of a library", ["compile", "--module-name", "net"], "--module-name net: names the C functions of an MLF"),
+    ("keras model format", ["compile", "--model-format", "keras"], "argument --model-format: invalid choice: 'keras'"),
+    ("device", ["run", "--device", "cuda", str(CNN)], "--device cuda: the Relax engine's tvmc runs on this CPU"),
+]
+
+
+@pytest.mark.parametrize("argv, message", [c[1:] for c in RELAX_REFUSALS], ids=[c[0] for c in RELAX_REFUSALS])
+def test_relax_engine_tvmc_refusals_are_one_line(tmp_path, argv, message):
+    from test_relax_engine import relax_engine  # pylint: disable=import-outside-toplevel
+
+    if argv[0] == "compile":
+        target = [] if "--target" in argv else ["--target", "vanilla_accelerator"]
+        argv = [*argv, *target, str(CNN), "-o", str(tmp_path / "out.bin")]
+    done = relax_engine(*argv, cwd=tmp_path)
+    assert done.returncode != 0 and done.stderr.startswith("error: " + message), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == [], "something was written"
