@@ -43,7 +43,7 @@ def test_scaffold_install_test_compile_run(tmp_path, framework_wheel):
         assert (project / "probe_npu" / f"{module}.py").is_file()
     # The commands it prints work as printed (a bare "probe_npu" would be looked up on PyPI), from this folder.
     install, run_tests = (shlex.split(line.split("#")[0]) for line in done.stdout.splitlines()[1:3])
-    assert install == ["pip", "install", "./probe_npu[test]"], done.stdout
+    assert install == ["pip", "install", "./probe_npu[test,relay]"], done.stdout  # the engine at hand
     assert run_tests == ["pytest", "./probe_npu/tests"], done.stdout
     # installed into an environment of its own (with the framework's wheel): other tests, running
     # beside this one, see only the example backends
@@ -84,11 +84,12 @@ def test_scaffold_editable_install_sees_edits(tmp_path, framework_wheel):
 
 @pytest.mark.parametrize("int8", [False, True], ids=["float", "int8"])
 def test_scaffold_test_extra_brings_what_its_tests_import(tmp_path, int8):
-    """`pip install './NAME[test]' && pytest` works in an environment without pytest (the demo's): the
-    project's dependencies and its [test] extra bring every module its tests import, and pytest."""
+    """`pip install './NAME[test,relay]' && pytest` works in an environment without pytest (the demo's):
+    the project's dependencies and its [test] and engine extras bring every module its tests import."""
     project = create("probe_extra", tmp_path, int8=int8)
     metadata = tomli.loads((project / "pyproject.toml").read_text())["project"]
-    brought = closure(metadata["dependencies"] + metadata["optional-dependencies"]["test"])
+    extras = metadata["optional-dependencies"]
+    brought = closure(metadata["dependencies"] + extras["test"] + extras["relay"])  # next_steps' [test,relay]
     needed = distributions_of(imported_modules((project / "tests").glob("*.py")) - {"probe_extra"} | {"pytest"})
     assert "tvm-uma-extensions" in needed.values()  # the scan sees the tests' imports
     assert {module: dist for module, dist in needed.items() if dist not in brought} == {}

@@ -155,10 +155,20 @@ def create_like(name: str, example: str, directory=".") -> Path:
     return target
 
 
+def engine() -> str:
+    """The engine at hand, as the project's extra names it: relay (hhb-tvm has tvm.relay) or relax."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+
+    try:
+        return "relay" if importlib.util.find_spec("tvm.relay") is not None else "relax"
+    except ImportError:  # no TVM yet: today's
+        return "relax"
+
+
 def next_steps(project: Path, name: str) -> str:
     """What ``new`` prints: the commands that install the project with its tests' needs and run them."""
     where = str(project) if project.is_absolute() else os.path.join(".", project)  # pip reads a bare name as PyPI's
-    with_tests = shlex.quote(f"{where}[test]")  # quoted: the brackets are a glob to the shell
+    with_tests = shlex.quote(f"{where}[test,{engine()}]")  # quoted: the brackets are a glob to the shell
     return (f"created {where}\n"
             f"  pip install {with_tests}   # with pytest; pip install -e {with_tests} while you edit the backend\n"
             f"  pytest {shlex.quote(os.path.join(where, 'tests'))}   # its own tests\n"

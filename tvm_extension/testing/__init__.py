@@ -22,6 +22,12 @@ from .model_zoo import ModelFetchError, fetch
 BIN = Path(sys.executable).parent
 
 
+def _tvm_has_tvmc() -> bool:
+    from tvm_extension.cli import _tvm_has_tvmc as has  # pylint: disable=import-outside-toplevel
+
+    return has()
+
+
 def run_tvmc(*args, cwd=None, env=None, module=False, reuse=False):
     """TVM's own tvmc console script (or ``python -m tvm.driver.tvmc``) in a process of its own:
     forked from one that has imported TVM already (``warm_tvmc``), or a new one where that
@@ -30,11 +36,13 @@ def run_tvmc(*args, cwd=None, env=None, module=False, reuse=False):
     ``reused`` set."""
     if reuse and env is None and not module and build_cache.folder() is not None:
         return _reused_compile(args, cwd)
-    command = [sys.executable, "-m", "tvm.driver.tvmc"] if module else [str(BIN / "tvmc")]
+    relay = _tvm_has_tvmc()  # else apache-tvm: this project's tvmc, on the Relax engine
+    command = [sys.executable, "-m", "tvm.driver.tvmc" if relay else "tvm_extension.relax"] if module else [
+        str(BIN / "tvmc")]
     full_env = dict(os.environ)
     full_env.pop("TVM_EXTENSION_PATH", None)
     full_env.update(env or {})
-    done = warm_tvmc.run(BIN / "tvmc", module, args, cwd=cwd, env=full_env, timeout=900)
+    done = warm_tvmc.run(BIN / "tvmc", module, args, cwd=cwd, env=full_env, timeout=900) if relay else None
     if done is not None:
         return done
     return subprocess.run(
@@ -256,3 +264,35 @@ def run_program(program, inputs, work):
 __all__ = ["run_tvmc", "assert_one_line_error", "mlf_sources", "kernel_calls", "onnx_reference", "tvm_cpu_reference",
            "tflite_reference", "onnxruntime_reference", "assert_close", "random_inputs", "example_model", "float_model", "qdq_model", "edited_mlf", "run_program",
            "fetch", "ModelFetchError"]
+
+
+# TVM's own C as an embedded MLF, what an extension target gets by default, spelled out (both engines take it).
+PLAIN_C = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api", "c", "--executor-aot-unpacked-api",
+           "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
+
+
+def assert_offloads_and_matches_plain_c(target, model, work: Path, *options, int8=False, rounds=2):
+    """On the engine at hand (tvmc: TVM 0.16's, or this project's on apache-tvm): ``model`` compiled
+    for ``target`` offloads some of it, and its MLF computes what TVM's own C computes, bit for bit
+    for ``int8`` models, else within float rounding.  The report is returned."""
+    done = run_tvmc("compile", "--target", target, model, *options, "-f", "mlf", "-o", work / "offloaded.tar")
+    assert done.returncode == 0, done.stderr[-3000:]
+    offloaded = re.search(rf"\[{target}\] offloaded: .* in (\d+) functions", done.stdout)
+    assert offloaded and int(offloaded.group(1)) > 0, done.stdout
+    plain = run_tvmc("compile", *PLAIN_C, model, *options, "-f", "mlf", "-o", work / "plain.tar")
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    from tvm_extension.mlf import build  # pylint: disable=import-outside-toplevel
+
+    ours, theirs = build(work / "offloaded.tar", work / "offloaded"), build(work / "plain.tar", work / "plain")
+    rng = np.random.default_rng(6)
+    for _ in range(rounds):
+        inputs = {t.name: (rng.integers(-128, 128, t.shape) if int8 else rng.standard_normal(t.shape)).astype(t.dtype)
+                  for t in ours.inputs}
+        got, expected = ours.run(inputs)[0], theirs.run(inputs)[0]
+        assert list(got) == list(expected)
+        for name in got:
+            if int8:
+                np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+            else:
+                assert_close(got[name], expected[name], what=name)
+    return done.stdout
