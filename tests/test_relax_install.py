@@ -58,7 +58,7 @@ def test_framework_and_backend_install_on_current_python_and_make_an_mlf(fresh_v
                 cwd=tmp_path).split()
     assert where[1].startswith("0.27") and all(str(fresh_venv) in path and str(ROOT) not in path for path in where[2:])
     model = fetch("kws_dscnn_int8")
-    report = run(fresh_venv / "bin" / "tvm-extension", "compile", model, "--target", "qvanilla", "--tflite-exact",
+    report = run(fresh_venv / "bin" / "tvmc", "compile", model, "--target", "qvanilla", "--tflite-exact",
                  "-f", "mlf", "-o", "model.tar", cwd=tmp_path)
     assert "[qvanilla] offloaded:" in report and "nn.conv2d x9" in report, report
     rng = np.random.default_rng(5)
@@ -69,3 +69,21 @@ def test_framework_and_backend_install_on_current_python_and_make_an_mlf(fresh_v
     (got,), expected = np.load(tmp_path / "out.npz").values(), np.load(tmp_path / "reference.npz")["arr_0"]
     assert got.dtype == expected.dtype and np.unique(got).size > 1, got
     assert np.array_equal(got, expected), np.abs(got.astype(np.int32) - expected).max()
+
+
+@pytest.mark.real_model
+def test_new_projects_install_and_pass_their_own_tests_on_apache_tvm(fresh_venv, tmp_path):
+    """python -m tvm_extension new (float, --int8, --like strawberry) on apache-tvm: each project
+    pip-installs (a wheel) beside the framework and passes its own tests, which run tvmc there."""
+    python = fresh_venv / "bin" / "python"
+    listing = run(python, "-m", "tvm_extension", "list", cwd=tmp_path)
+    assert "target qvanilla: scratch_budget=0" in listing, listing  # the backend installed with it, found
+    projects = {"my_npu": [], "my_int8": ["--int8"], "my_dma": ["--like", "strawberry"]}
+    for name, options in projects.items():
+        printed = run(python, "-m", "tvm_extension", "new", name, *options, cwd=tmp_path)
+        assert f"pip install './{name}[test,relax]'" in printed, printed
+    run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", ROOT / "requirements-relax.lock",
+        *(f"./{name}[test,relax]" for name in projects), cwd=tmp_path)
+    for name in projects:
+        outcome = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests", cwd=tmp_path / name)
+        assert " passed" in outcome and "failed" not in outcome, outcome
