@@ -57,7 +57,7 @@ SRAM = 256 * 1024
 BEGIN, END = "<!-- board table: benchmarks/board.py writes from here -->", "<!-- end of the board table -->"
 ENGINES_BEGIN = "<!-- engines board table: benchmarks/board.py --engines writes from here -->"
 ENGINES_END = "<!-- end of the engines board table -->"
-RELAX_ENGINE = ROOT / ".venv-relax" / "bin" / "tvm-extension"  # made by scripts/env.sh test
+RELAX_ENGINE = ROOT / ".venv-relax" / "bin" / "tvmc"  # made by scripts/env.sh test
 
 
 def compile_mlf(net, backend, out, board):

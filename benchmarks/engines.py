@@ -8,7 +8,7 @@ engine (hhb-tvm: tvmc -> MLF -> gcc -O2 host program), as ratios to the Relay en
 Measured interleaved (round 1: A, B, C; round 2: A, B, C; ...), medians over the rounds, one
 thread (TVM_NUM_THREADS=1; the MLF's host program is single-threaded), the same input for every
 side.  Compile time: the whole command, as a user runs it (interpreter start-up and import
-included: `tvm-extension compile` and `tvmc compile`).  Run time: seconds per inference over
+included: `tvmc compile` and `tvmc compile`).  Run time: seconds per inference over
 --repeat runs inside one process (the Relax VM; the MLF's program), after one untimed run.
 Every output is checked against the Relay engine's (int8: a few steps apart, see docs/relax.md).
 """
@@ -93,8 +93,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=50, help="inferences per run-time measurement")
     args = parser.parse_args(argv)
-    if not (RELAX_BIN / "tvm-extension").is_file():
-        raise SystemExit(f"{RELAX_BIN / 'tvm-extension'} is missing: source scripts/env.sh test sets up the Relax engine")
+    if not (RELAX_BIN / "tvmc").is_file():
+        raise SystemExit(f"{RELAX_BIN / 'tvmc'} is missing: source scripts/env.sh test sets up the Relax engine")
     env = {**os.environ, "TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)
     print(f"# {time.strftime('%Y-%m-%d')}, {os.uname().nodename}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "

@@ -12,12 +12,12 @@ OUT="${2:-$ROOT/out}"
 mkdir -p "$OUT"
 set -x
 if [ "$RELAX" = 1 ]; then
-  "$RELAX_VENV/bin/tvm-extension" compile "$MODEL" --target vanilla_accelerator -o "$OUT/model.so"
+  "$RELAX_VENV/bin/tvmc" compile "$MODEL" --target vanilla_accelerator -o "$OUT/model.so"
   python "$ROOT/examples/make_input.py" "$MODEL" "$OUT/input.npz"
-  "$RELAX_VENV/bin/tvm-extension" run "$OUT/model.so" -i "$OUT/input.npz" -o "$OUT/output.npz"
+  "$RELAX_VENV/bin/tvmc" run "$OUT/model.so" -i "$OUT/input.npz" -o "$OUT/output.npz"
   python "$ROOT/examples/check_output.py" "$MODEL" "$OUT/input.npz" "$OUT/output.npz"
   # The same model as embedded C: an MLF of the Relax engine's AOT C, built with gcc and run.
-  "$RELAX_VENV/bin/tvm-extension" compile "$MODEL" --target vanilla_accelerator -f mlf -o "$OUT/model_relax.tar"
+  "$RELAX_VENV/bin/tvmc" compile "$MODEL" --target vanilla_accelerator -f mlf -o "$OUT/model_relax.tar"
   python -m tvm_extension.mlf run "$OUT/model_relax.tar" -i "$OUT/input.npz" -o "$OUT/output_mlf.npz"
   python "$ROOT/examples/check_output.py" "$MODEL" "$OUT/input.npz" "$OUT/output_mlf.npz" "$OUT/model_relax.tar"
   exit

@@ -91,7 +91,7 @@ fi
 # The Relax engine (tvm_extension/relax, docs/relax.md) runs on apache-tvm 0.27, whose package is
 # named tvm like hhb-tvm's: an environment of its own, on the newest Python it finds, with this
 # project and the example backends installed there too (editable, without the Relay engine's
-# dependencies: their "tvm.backends" entry points register them at import tvm; its command is tvm-extension).
+# dependencies: their "tvm.backends" entry points register them at import tvm; its command is tvmc).
 # tests/test_relax_engine.py runs it there.
 RELAX_VENV="${TVM_EXTENSION_RELAX_VENV:-$ROOT/.venv-relax}"
 RELAX_BACKENDS=(uma_vanilla uma_qvanilla uma_strawberry uma_chocolate)  # every example has a relax_patterns.py

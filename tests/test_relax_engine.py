@@ -149,7 +149,7 @@ conv_model(sys.argv[2])
 
 def test_a_scaffolded_backend_compiles_on_both_engines(tmp_path):
     """`python -m tvm_extension new my_npu` writes relax_patterns.py too: the same folder, unchanged,
-    compiles with tvmc (Relay, MLF) and with tvm-extension (Relax, a shared library calling its C),
+    compiles with tvmc (Relay, MLF) and with tvmc on apache-tvm (Relax, a shared library calling its C),
     and both agree with onnx.reference and with each other."""
     subprocess.run([sys.executable, "-m", "tvm_extension", "new", "my_npu", "--directory", str(tmp_path)], check=True,
                    capture_output=True)

@@ -1,6 +1,6 @@
 """Today's TVM on today's Python: in a new virtual environment on the Relax engine's Python (the newest
 3.11-3.13 scripts/env.sh finds), ``pip install`` of the framework with its ``relax`` extra and of a
-backend folder (built as wheels, the checkout nowhere on the path) gives ``tvm-extension`` and an MLF
+backend folder (built as wheels, the checkout nowhere on the path) gives ``tvmc`` and an MLF
 of a real int8 network that gcc builds and runs, equal bit for bit to TFLite's reference kernels from
 TFLite's current runtime (ai-edge-litert: tflite-runtime has no wheel past Python 3.11)."""
 import os

@@ -1,4 +1,4 @@
-"""The Relax engine writes an MLF (``tvm-extension compile -f mlf``): AOT C of its own (apache-tvm
+"""The Relax engine writes an MLF (``tvmc compile -f mlf`` on apache-tvm): AOT C of its own (apache-tvm
 0.27 has no AOT executor), packaged in the Relay engine's layout, so the same ``mlf run`` builds it
 with gcc and runs it; outputs agree with onnx.reference, TFLite's interpreter and the Relay
 engine's build (with Vanilla's and Strawberry's kernels, bit for bit on BlazeFace).  The C is

@@ -1,4 +1,4 @@
-"""``tvm-extension compile --tflite-exact`` (the Relax engine): int8 TFLite networks compute what
+"""``tvmc compile --tflite-exact`` (the Relax engine): int8 TFLite networks compute what
 TFLite's reference kernels (BUILTIN_REF) compute, the whole network bit for bit, with QVanilla's
 convs offloaded and with TVM's own kernels only (``--target llvm``); without the flag they do not.
 The operators alone are checked over their whole domain, as the Relay engine's are

@@ -166,7 +166,7 @@ def test_the_relax_engine_sweeps_the_same_points_with_the_same_counters(sweeps, 
 
 
 def test_a_missing_relax_engine_is_one_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("TVM_EXTENSION_RELAX", str(tmp_path / "nowhere" / "tvm-extension"))
+    monkeypatch.setenv("TVM_EXTENSION_RELAX", str(tmp_path / "nowhere" / "tvmc"))
     assert sweep_main(["--model", CNN, "--backend", "strawberry", "--engine", "relax", "-o", str(tmp_path / "o")]) == 2
     assert "TVM_EXTENSION_RELAX" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

@@ -44,7 +44,7 @@ def register(module) -> None:
     """A backend's ``tvm.backends`` entry point calls this with its ``relax_patterns`` module: the
     engine finds it with no option, and a Relax pipeline of the user's own finds its patterns in
     TVM's registry (``tvm.relax.backend.get_patterns_with_prefix("<target>")``; compiling the
-    matches into C calls is this engine's: ``tvm-extension compile``)."""
+    matches into C calls is this engine's: ``tvmc compile``)."""
     from tvm.relax.backend.pattern_registry import register_patterns  # pylint: disable=import-outside-toplevel
 
     _REGISTERED[module.TARGET] = module

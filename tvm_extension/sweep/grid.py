@@ -9,7 +9,7 @@ before anything runs, expanded into points.
     tile_m = "4..32*2"
     tile_n = [8, 16]
 
-``engine = "relax"`` compiles every point with the Relax engine (apache-tvm: ``tvm-extension
+``engine = "relax"`` compiles every point with the Relax engine (apache-tvm: ``tvmc
 compile -f mlf`` of the environment ``TVM_EXTENSION_RELAX`` names, else the checkout's
 ``.venv-relax``); the default is TVM's own tvmc (the Relay engine).  Either archive is built, run,
 counted and checked the same way.
@@ -176,12 +176,12 @@ RELAX_VARIABLE = "TVM_EXTENSION_RELAX"
 
 
 def relax_command() -> Path:
-    """The Relax engine's ``tvm-extension``: the one ``$TVM_EXTENSION_RELAX`` names, else the
+    """The Relax engine's ``tvmc``: the one ``$TVM_EXTENSION_RELAX`` names, else the
     checkout's ``.venv-relax``; GridError when there is none."""
     named = os.environ.get(RELAX_VARIABLE)
-    command = Path(named) if named else Path(__file__).resolve().parents[2] / ".venv-relax" / "bin" / "tvm-extension"
+    command = Path(named) if named else Path(__file__).resolve().parents[2] / ".venv-relax" / "bin" / "tvmc"
     if not command.is_file():
-        raise GridError(f"engine 'relax': {command} not found; set {RELAX_VARIABLE} to the tvm-extension command of "
+        raise GridError(f"engine 'relax': {command} not found; set {RELAX_VARIABLE} to the tvmc command of "
                         "an environment with apache-tvm (pip install 'tvm-uma-extensions[relax]')")
     return command
 

@@ -217,7 +217,7 @@ def _tvmc(argv, cwd: Path):
 
 
 def _relax_compile(argv, cwd: Path):
-    """``tvm-extension ARGV`` of the Relax engine's environment: (exit code, stdout, stderr)."""
+    """``tvmc ARGV`` of the Relax engine's environment: (exit code, stdout, stderr)."""
     environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # not this one's
     done = subprocess.run([str(relax_command()), *argv], cwd=cwd, capture_output=True, text=True, env=environment)
     return done.returncode, done.stdout, done.stderr
