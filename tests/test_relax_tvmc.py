@@ -103,3 +103,28 @@ def test_dumps_and_run_options(tmp_path):
     top = np.argsort(scores, kind="stable")[::-1][:3]
     printed = [float(v) for v in re.findall(r"[-\d.e+]+", done.stdout)]
     assert printed[:3] == list(top) and np.allclose(printed[3:6], scores[top], rtol=1e-6), done.stdout
+
+
+PYTHON_FLOW = """
+import sys
+from tvm_extension.tvmc import compile_model
+print(compile_model(sys.argv[1], "vanilla_accelerator", "python.tar", extensions=[sys.argv[2]],
+                    pass_config=["tir.disable_vectorize=1"], target_vanilla_accelerator_max_kernel_size=5))
+"""
+
+
+def test_the_python_flow_compiles_as_the_command_line(tmp_path):
+    """README's "From Python" on apache-tvm: compile_model takes tvmc's options by name, as on the
+    Relay engine, and writes the archive the command line writes, byte for byte."""
+    from test_relax_engine import RELAX_PYTHON  # pylint: disable=import-outside-toplevel
+
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    done = subprocess.run([str(RELAX_PYTHON), "-c", PYTHON_FLOW, str(MODELS / "cnn.onnx"), str(ROOT / "uma_vanilla")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "python.tar", done.stderr
+    cli = relax_engine("compile", "--target", "vanilla_accelerator", str(MODELS / "cnn.onnx"), "-f", "mlf",
+                       "-o", "cli.tar", "--pass-config", "tir.disable_vectorize=1",
+                       "--target-vanilla_accelerator-max_kernel_size", "5", cwd=tmp_path)
+    assert cli.returncode == 0, cli.stderr
+    assert (tmp_path / "python.tar").read_bytes() == (tmp_path / "cli.tar").read_bytes()

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import List
 
 from tvm_extension.api.version import VersionAction
 
@@ -53,12 +54,13 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(f"error: {message}")
 
 
-def _parser(prog: str):
-    parser = _Parser(prog=prog, description=__doc__.splitlines()[0],
+def _parser(prog: str, parser_class=None):
+    parser_class = parser_class or _Parser
+    parser = parser_class(prog=prog, description=__doc__.splitlines()[0],
                      epilog="A backend's attributes: --target-NAME-ATTR VALUE (or =VALUE), or inline: "
                             "--target 'NAME -ATTR=VALUE, c'; python -m tvm_extension list shows them.")
     parser.add_argument("--version", action=_TvmFirst, help="print TVM's version and this project's, and exit")
-    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", parser_class=parser_class)
     compile_ = commands.add_parser("compile", help="compile a model (ONNX, TFLite) into an MLF or a Relax VM library")
     compile_.add_argument("FILE", help="the model file")
     compile_.add_argument("--target", required=True,
@@ -112,6 +114,30 @@ def _parser(prog: str):
     return parser
 
 
+def compile_with_options(model, target: str, output, extensions, given: dict) -> List[str]:
+    """``tvmc compile`` from Python (``tvm_extension.tvmc.compile_model`` on apache-tvm): the options
+    by their long names with ``_`` (``tflite_exact=True``, ``pass_config=[...]``); the report lines.
+    UserError for what the command line reports in one line."""
+    from tvm_extension.tvmc.python_flow import options_argv  # pylint: disable=import-outside-toplevel
+
+    class Raising(_Parser):
+        def error(self, message):
+            raise UserError(f"tvmc compile: {message}")
+
+    compile_parser = _parser("tvmc", Raising)._subparsers._group_actions[0].choices["compile"]
+    given, attrs = dict(given), []
+    for name in (part.split()[0] for part in target.split(",") if part.strip()):  # target_NAME_ATTR=value
+        for key in [k for k in given if k.startswith(f"target_{name}_")]:
+            attrs.append(f"--target-{name}-{key[len(name) + 8:]}={given.pop(key)}")
+    argv = ["--target", target, "-o", os.fspath(output), *options_argv(compile_parser, given), *attrs,
+            os.fspath(model)]
+    for folder in extensions:
+        argv += [EXTENSION_FLAGS[0], os.fspath(folder)]
+    argv, target_attrs = options.split_target_attrs(argv)
+    _refuse_not_taken(argv)
+    return _compile(compile_parser.parse_args(argv), target_attrs)
+
+
 def _refuse_not_taken(argv):
     for token in argv:
         option = token.split("=")[0]
@@ -119,7 +145,8 @@ def _refuse_not_taken(argv):
             raise UserError(f"{option}: {NOT_TAKEN[option]} (on the Relax engine; {RELAY_ENGINE} takes it)")
 
 
-def _compile(args, target_attrs):
+def _compile(args, target_attrs) -> List[str]:
+    """The compile the arguments ask for; the offload report's lines."""
     from . import compile_model  # pylint: disable=import-outside-toplevel
 
     options.check_executor(args)
@@ -142,12 +169,11 @@ def _compile(args, target_attrs):
                           host=targets.host, desired_layout=args.desired_layout,
                           pass_config=options.pass_config(args.pass_config), module_name=args.module_name,
                           dumps=made)
-    for line in lines:
-        print(line)
     for dump in dumps:
         Path(f"{output}.{dump}").write_text(made[dump])
     if args.dump_offloads:
         _dump_offloads(made.get("offloads"), args.dump_offloads)
+    return lines
 
 
 def _dump_offloads(report, where: str):
@@ -276,7 +302,10 @@ def main(argv=None, prog: str = "tvmc") -> int:
         sys.exit(f"error: the Relax engine needs apache-tvm 0.27 (pip install 'tvm-uma-extensions[relax]'); with "
                  f"hhb-tvm, TVM's own tvmc compiles ({exc})")
     try:
-        _compile(args, target_attrs) if args.command == "compile" else _run(args)
+        if args.command == "compile":
+            print("\n".join(_compile(args, target_attrs)))
+        else:
+            _run(args)
     except UserError as err:
         sys.exit(f"error: {err}")
     return 0

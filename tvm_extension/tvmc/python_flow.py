@@ -37,7 +37,7 @@ def _parser():
     return compile_parser
 
 
-def _argv(compile_parser, options: dict) -> List[str]:
+def options_argv(compile_parser, options: dict) -> List[str]:
     """tvmc's flags for keyword options, found by the parser's own destinations."""
     flags = {a.dest: a for a in compile_parser._actions if a.option_strings}
     argv = []
@@ -79,7 +79,15 @@ def compile_model(model: Union[str, os.PathLike, "TVMCModel"], target: str, pack
 
     ``extensions``: folders holding a ``tvm_extension`` package (``--experimental-tvm-extension``).
     Raises ``TVMCException`` for what the command line reports in one line.
+
+    On apache-tvm (no tvmc: the Relax engine) the same call compiles with this project's tvmc, whose
+    options it takes, and returns the archive's path; ``model`` is a path there (no ``tvmc.load``),
+    and ``tvm_extension.relax.UserError`` is what it raises.
     """
+    from tvm_extension.cli import _tvm_has_tvmc  # pylint: disable=import-outside-toplevel
+
+    if not _tvm_has_tvmc():
+        return _relax_compile(model, target, package_path, extensions, options)
     from tvm.driver import tvmc  # pylint: disable=import-outside-toplevel
     from tvm.driver.tvmc import composite_target  # pylint: disable=import-outside-toplevel
 
@@ -94,7 +102,7 @@ def compile_model(model: Union[str, os.PathLike, "TVMCModel"], target: str, pack
         raise tvmc.TVMCException(str(err)) from None
     options.setdefault("output_format", "mlf")
     compile_parser = _parser()
-    argv = ["--target", target, "-o", os.fspath(package_path)] + _argv(compile_parser, options)
+    argv = ["--target", target, "-o", os.fspath(package_path)] + options_argv(compile_parser, options)
     with contextlib.ExitStack() as stack:
         stack.enter_context(uma.COMPILE_LOCK)  # _already_loaded patches tvmc for this compile only
         if isinstance(model, (str, os.PathLike)):
@@ -107,3 +115,16 @@ def compile_model(model: Union[str, os.PathLike, "TVMCModel"], target: str, pack
         args = compile_parser.parse_args(argv + [path])
         args.func(args)
     return tvmc.TVMCPackage(os.fspath(package_path))
+
+
+def _relax_compile(model, target, package_path, extensions, options):
+    from tvm_extension.relax import UserError  # pylint: disable=import-outside-toplevel
+    from tvm_extension.relax.__main__ import compile_with_options  # pylint: disable=import-outside-toplevel
+
+    if not isinstance(model, (str, os.PathLike)):
+        raise UserError("on apache-tvm compile_model takes a model file (TVMCModel and tvmc.load are the Relay "
+                        "engine's: hhb-tvm)")
+    options.setdefault("output_format", "mlf")
+    for line in compile_with_options(model, target, package_path, extensions, options):
+        print(line)
+    return os.fspath(package_path)
