@@ -14,6 +14,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+pytest.importorskip("tvm.relay", reason="the Relay engine's end-to-end tests (hhb-tvm: TVM 0.16's tvmc, its options, report and MLF layout); on apache-tvm test_qvanilla_either_engine.py runs this example end to end")
+
 from tvm_extension.kit import quantization
 from tvm_extension.mlf import build
 from tvm_extension.testing import (assert_relay_free, fetch, kernel_calls, mlf_sources, onnxruntime_reference,
