@@ -93,7 +93,7 @@ def test_onnx_model_refuses_the_flag(tmp_path):
     done = relax_engine("compile", str(ROOT / "examples/models/cnn.onnx"), "--target", "llvm", "-o",
                         str(tmp_path / "m.so"), "--tflite-exact", cwd=tmp_path)
     assert done.returncode != 0 and "Traceback" not in done.stderr
-    assert done.stderr.strip() == "error: --tflite-exact applies to TFLite models only (this is a onnx model)"
+    assert done.stderr.strip() == "error: --tflite-exact applies to TFLite models only (this is an onnx model)"
     assert not (tmp_path / "m.so").exists()
 
 
