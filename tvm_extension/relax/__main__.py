@@ -111,6 +111,7 @@ def _parser(prog: str, parser_class=None):
     run.add_argument("--number", metavar="N", type=int, default=1, help="runs per repeat, with --print-time (default 1)")
     run.add_argument("-v", "--verbose", action="count", default=0)
     commands.add_parser("tune", help="refused: nothing to tune (the offloaded operators are the backend's C)")
+    parser.compile_parser = compile_
     return parser
 
 
@@ -124,7 +125,7 @@ def compile_with_options(model, target: str, output, extensions, given: dict) ->
         def error(self, message):
             raise UserError(f"tvmc compile: {message}")
 
-    compile_parser = _parser("tvmc", Raising)._subparsers._group_actions[0].choices["compile"]
+    compile_parser = _parser("tvmc", Raising).compile_parser
     given, attrs = dict(given), []
     for name in (part.split()[0] for part in target.split(",") if part.strip()):  # target_NAME_ATTR=value
         for key in [k for k in given if k.startswith(f"target_{name}_")]:
