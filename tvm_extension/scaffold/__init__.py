@@ -121,9 +121,11 @@ def _renamer(example: str, values: dict):
     for word in words:
         new.setdefault(word, values["NAME"] if word.isupper() else values["Name"] if word[0].isupper() else values["name"])
     dist = f"tvm-extension-{example}"
-    # a word is renamed where it is not part of a longer name (qvanilla is not vanilla), or follows -D
-    pattern = re.compile("|".join([re.escape(dist), re.escape(package)] +
-                                  [rf"(?:(?<![A-Za-z])|(?<=-D)){re.escape(w)}" for w in words]))
+    # a word is renamed where it is not part of a longer name (qvanilla is not vanilla), or follows -D,
+    # Verilator's V of a module's C++ class (Vchocolate_top.h: the module chocolate_top is renamed), a
+    # C string's \n, or lib of a library's name
+    pattern = re.compile("|".join([re.escape(dist), re.escape(package)] + [
+        rf"(?:(?<![A-Za-z])|(?<=-D)|(?<=\bV)|(?<=\\n)|(?<=\blib)){re.escape(w)}" for w in words]))
     replacement = {dist: values["dist"], package: values["name"], **new}
     return lambda text: pattern.sub(lambda m: replacement[m.group(0)], text)
 
