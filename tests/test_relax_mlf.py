@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from conftest import MODELS, assert_close, fetch, onnx_reference, random_inputs, run_tvmc, tflite_reference
+from tvm_extension.testing import PLAIN_C
 from test_relax_engine import relax_engine
 from tvm_extension.mlf import build
 
 CNN = MODELS / "cnn.onnx"
-RELAY_PLAIN_C = ["--target", "c", "--executor", "aot", "--executor-aot-interface-api", "c",
-                 "--executor-aot-unpacked-api", "1", "--runtime", "crt", "--pass-config", "tir.disable_vectorize=1"]
+RELAY_PLAIN_C = PLAIN_C  # TVM's own C as an embedded MLF (tvm_extension.testing)
 
 
 def relax_mlf(model, out, target="c", *options):

@@ -11,18 +11,10 @@ Either engine: on apache-tvm (the Relax engine) ``list`` shows the backends that
 (a package with a ``relax_patterns.py``), on hhb-tvm (Relay) the extensions TVM's tvmc loads.
 """
 import argparse
-import importlib.util
 import sys
 
 from tvm_extension import api
 from tvm_extension.api.version import VersionAction
-
-
-def _relay_engine() -> bool:
-    try:
-        return importlib.util.find_spec("tvm.relay") is not None
-    except ImportError:
-        return False
 
 
 def list_relax_backends(paths) -> int:
@@ -103,7 +95,9 @@ def main(argv=None, prog: str = "python -m tvm_extension") -> int:
     sub.add_parser("run", help="run a compiled model: tvmc run (run --help)")
     args = parser.parse_args(argv)
     if args.command == "list":
-        return list_extensions(args.paths) if _relay_engine() else list_relax_backends(args.paths)
+        from tvm_extension.cli import relay_engine  # pylint: disable=import-outside-toplevel
+
+        return list_extensions(args.paths) if relay_engine() else list_relax_backends(args.paths)
     if args.command == "examples":
         from tvm_extension.api.resources import data_folder  # pylint: disable=import-outside-toplevel
 

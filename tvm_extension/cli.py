@@ -13,7 +13,8 @@ import importlib.util
 import sys
 
 
-def _tvm_has_tvmc() -> bool:
+def relay_engine() -> bool:
+    """Whether the installed TVM is the Relay engine's (hhb-tvm: its own tvmc, Relay, UMA)."""
     try:
         return importlib.util.find_spec("tvm.driver.tvmc") is not None
     except ImportError:  # no TVM at all: the Relax engine's command says what to install
@@ -21,7 +22,7 @@ def _tvm_has_tvmc() -> bool:
 
 
 def tvmc(argv=None) -> int:
-    if _tvm_has_tvmc():
+    if relay_engine():
         from tvm.driver.tvmc.main import main as tvm_tvmc  # pylint: disable=import-outside-toplevel
 
         if argv is not None:

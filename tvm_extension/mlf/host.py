@@ -137,6 +137,14 @@ def _describe(tree: Path) -> Tuple[str, List[Tensor], List[Tensor]]:
 SECTION_GC = ("-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections")
 
 
+def is_mlf(path: os.PathLike) -> bool:
+    """A tar archive with ``metadata.json`` at its top: Model Library Format."""
+    if not tarfile.is_tarfile(path):
+        return False
+    with tarfile.open(path) as tar:
+        return any(m.name.removeprefix("./") == "metadata.json" for m in tar.getmembers())
+
+
 def unpack(mlf: os.PathLike, work_dir: Path) -> Tuple[Path, str, List[Tensor], List[Tensor]]:
     """``mlf`` unpacked into ``work_dir/mlf``: that folder, the interface prefix, inputs, outputs."""
     tree = work_dir / "mlf"

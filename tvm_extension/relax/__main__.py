@@ -209,15 +209,6 @@ def _input_shapes(text: str) -> dict:
     return shapes
 
 
-def _is_mlf(path: Path) -> bool:
-    import tarfile  # pylint: disable=import-outside-toplevel
-
-    if not tarfile.is_tarfile(path):
-        return False
-    with tarfile.open(path) as tar:
-        return any(m.name.removeprefix("./") == "metadata.json" for m in tar.getmembers())
-
-
 def _run(args):
     import numpy as np  # pylint: disable=import-outside-toplevel
 
@@ -239,7 +230,9 @@ def _run(args):
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot read inputs '{args.inputs}': {exc}")
     runs = args.repeat * args.number if args.print_time else 0
-    outputs, seconds = (_run_mlf if _is_mlf(path) else _run_library)(path, given, args.fill_mode, runs)
+    from tvm_extension.mlf.host import is_mlf  # pylint: disable=import-outside-toplevel
+
+    outputs, seconds = (_run_mlf if is_mlf(path) else _run_library)(path, given, args.fill_mode, runs)
     if args.outputs:
         partial = Path(args.outputs + ".partial.npz")  # written whole, then moved in place
         np.savez(partial, **{f"output_{i}": o for i, o in enumerate(outputs)})

@@ -157,20 +157,13 @@ def create_like(name: str, example: str, directory=".") -> Path:
     return target
 
 
-def engine() -> str:
-    """The engine at hand, as the project's extra names it: relay (hhb-tvm has tvm.relay) or relax."""
-    import importlib.util  # pylint: disable=import-outside-toplevel
-
-    try:
-        return "relay" if importlib.util.find_spec("tvm.relay") is not None else "relax"
-    except ImportError:  # no TVM yet: today's
-        return "relax"
-
-
 def next_steps(project: Path, name: str) -> str:
     """What ``new`` prints: the commands that install the project with its tests' needs and run them."""
     where = str(project) if project.is_absolute() else os.path.join(".", project)  # pip reads a bare name as PyPI's
-    with_tests = shlex.quote(f"{where}[test,{engine()}]")  # quoted: the brackets are a glob to the shell
+    from tvm_extension.cli import relay_engine  # pylint: disable=import-outside-toplevel
+
+    engine = "relay" if relay_engine() else "relax"  # the project's extra of the engine at hand
+    with_tests = shlex.quote(f"{where}[test,{engine}]")  # quoted: the brackets are a glob to the shell
     return (f"created {where}\n"
             f"  pip install {with_tests}   # with pytest; pip install -e {with_tests} while you edit the backend\n"
             f"  pytest {shlex.quote(os.path.join(where, 'tests'))}   # its own tests\n"

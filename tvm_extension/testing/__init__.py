@@ -22,12 +22,6 @@ from .model_zoo import ModelFetchError, fetch
 BIN = Path(sys.executable).parent
 
 
-def _tvm_has_tvmc() -> bool:
-    from tvm_extension.cli import _tvm_has_tvmc as has  # pylint: disable=import-outside-toplevel
-
-    return has()
-
-
 def run_tvmc(*args, cwd=None, env=None, module=False, reuse=False):
     """TVM's own tvmc console script (or ``python -m tvm.driver.tvmc``) in a process of its own:
     forked from one that has imported TVM already (``warm_tvmc``), or a new one where that
@@ -36,7 +30,9 @@ def run_tvmc(*args, cwd=None, env=None, module=False, reuse=False):
     ``reused`` set."""
     if reuse and env is None and not module and build_cache.folder() is not None:
         return _reused_compile(args, cwd)
-    relay = _tvm_has_tvmc()  # else apache-tvm: this project's tvmc, on the Relax engine
+    from tvm_extension.cli import relay_engine  # pylint: disable=import-outside-toplevel
+
+    relay = relay_engine()  # else apache-tvm: this project's tvmc, on the Relax engine
     command = [sys.executable, "-m", "tvm.driver.tvmc" if relay else "tvm_extension.relax"] if module else [
         str(BIN / "tvmc")]
     full_env = dict(os.environ)

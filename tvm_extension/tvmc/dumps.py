@@ -24,19 +24,14 @@ def generated_c(package: Path) -> str:
                        for m in members)
 
 
-def _is_mlf(path: Path) -> bool:
-    if not tarfile.is_tarfile(path):
-        return False
-    with tarfile.open(path) as tar:
-        return any(m.name.removeprefix("./") == "metadata.json" for m in tar.getmembers())
-
-
 def _save_dumps(original):
+    from tvm_extension.mlf.host import is_mlf  # pylint: disable=import-outside-toplevel
+
     @functools.wraps(original)
     def save_dumps(module_name, dumps, dump_root="."):
         module_name = str(module_name)
         package = Path(dump_root, module_name)
-        if "c" in dumps and package.is_file() and _is_mlf(package):
+        if "c" in dumps and package.is_file() and is_mlf(package):
             dumps = dict(dumps, c=generated_c(package))
         return original(module_name, dumps, dump_root)
 

@@ -84,9 +84,9 @@ def compile_model(model: Union[str, os.PathLike, "TVMCModel"], target: str, pack
     options it takes, and returns the archive's path; ``model`` is a path there (no ``tvmc.load``),
     and ``tvm_extension.relax.UserError`` is what it raises.
     """
-    from tvm_extension.cli import _tvm_has_tvmc  # pylint: disable=import-outside-toplevel
+    from tvm_extension.cli import relay_engine  # pylint: disable=import-outside-toplevel
 
-    if not _tvm_has_tvmc():
+    if not relay_engine():
         return _relax_compile(model, target, package_path, extensions, options)
     from tvm.driver import tvmc  # pylint: disable=import-outside-toplevel
     from tvm.driver.tvmc import composite_target  # pylint: disable=import-outside-toplevel
