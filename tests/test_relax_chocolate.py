@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_tvmc
-from test_relax_engine import RELAX_PYTHON, TVMC, call_sites, patterns_matched, relax_engine, report_line
+from test_relax_engine import RELAX_PYTHON, TVMC, assert_mlf_refuses, call_sites, patterns_matched, relax_engine, report_line
 from tvm_extension.mlf import build
 from tvm_extension.testing.model_zoo import fetch
 
@@ -224,6 +224,7 @@ def without_weights(layer, core, plan, host, extern):
                  extern("chocolate_zero_call", 0))
 program.build = without_weights
 compile_model(sys.argv[1], "chocolate", sys.argv[2], [sys.argv[3]])
+compile_model(sys.argv[1], "chocolate", "m.tar", [sys.argv[3]], output_format="mlf")
 """
 
 
@@ -239,6 +240,9 @@ def test_a_refused_call_stops_the_inference_in_one_line(tmp_path):
     assert "that nothing has written since the layer began" in run.stderr, run.stderr
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("error: running 'm.so' failed: chocolate: a call refused its arguments"), run.stderr
+    # The MLF: tvmgen_default_run returns the device's own status (CHOCOLATE_EUNWRITTEN), no later call made.
+    assert_mlf_refuses(tmp_path / "m.tar", {"input": np.ones((1, 3, 16, 16), np.float32)},
+                       "inference failed with status 10 ")
 
 
 def test_attributes_that_do_not_describe_a_chip_are_one_line(tmp_path):

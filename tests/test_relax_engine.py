@@ -15,7 +15,7 @@ import pytest
 from onnx.reference import ReferenceEvaluator
 
 from conftest import MODELS, ROOT, run_tvmc
-from tvm_extension.mlf import build
+from tvm_extension.mlf import HostBuildError, build
 
 RELAX_PYTHON = ROOT / ".venv-relax" / "bin" / "python"
 TVMC = ROOT / ".venv-relax" / "bin" / "tvmc"  # the console script, in that environment: tvmc on the Relax engine
@@ -205,6 +205,7 @@ vanilla = backends.find("vanilla_accelerator")
 geometry = vanilla.conv_geometry
 vanilla.conv_geometry = lambda conv: {**geometry(conv), "stride_w": 0}  # VANILLA_ESTRIDE from the kernel
 compile_model(%r, "vanilla_accelerator", "bad.so")
+compile_model(%r, "vanilla_accelerator", "bad.tar", output_format="mlf")
 try:
     run_model("bad.so", {"input": np.zeros((1, 3, 16, 16), "float32")})
 except UserError as err:
@@ -213,13 +214,24 @@ except UserError as err:
 
 
 def test_a_kernels_refusal_fails_the_inference(tmp_path):
-    """A non-zero status of the C kernel is an error at the call, not wrong numbers."""
+    """A non-zero status of the C kernel is an error at the call, not wrong numbers; the MLF's
+    ``tvmgen_default_run`` returns the kernel's own status (VANILLA_ESTRIDE), as the Relay engine's does."""
     assert RELAX_PYTHON.is_file(), f"{RELAX_PYTHON} is missing: run `source scripts/env.sh test`"
-    done = subprocess.run([str(RELAX_PYTHON), "-c", BAD_STRIDE % str(CNN)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run([str(RELAX_PYTHON), "-c", BAD_STRIDE % (str(CNN), str(CNN))], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ("running 'bad.so' failed: vanilla_accelerator: the kernel refused "
                                    "vanilla_accelerator.conv2d_relu (a non-zero status)")
+    assert_mlf_refuses(tmp_path / "bad.tar", {"input": np.zeros((1, 3, 16, 16), np.float32)},
+                       "inference failed with status 3 conv2d_relu: a kernel refused its arguments")
+
+
+def assert_mlf_refuses(mlf, inputs, message):
+    """The MLF, built and run on the host, fails with ``message`` (the harness's line: the status
+    ``tvmgen_default_run`` returned and TVMGetLastError())."""
+    with pytest.raises(HostBuildError) as refused:
+        build(mlf, mlf.parent / "mlf").run(inputs)
+    assert str(refused.value).startswith(message), refused.value
 
 
 # The real float networks of the test suite (tests/test_real_networks.py, the Relay engine's): the

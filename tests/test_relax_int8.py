@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_tvmc
-from test_relax_engine import RELAX_PYTHON, patterns_matched, relax_engine, report_line
+from test_relax_engine import RELAX_PYTHON, assert_mlf_refuses, patterns_matched, relax_engine, report_line
 from tvm_extension.mlf import build
 from tvm_extension.testing import fetch, tflite_interpreter
 
@@ -234,3 +234,30 @@ def test_kws_on_off_residual_network(tmp_path):
         worst["relax"] = max(worst["relax"], steps(output, expected))
         worst["relay"] = max(worst["relay"], steps(list(relay.run(inputs)[0].values())[0], expected))
     assert worst["relax"] <= worst["relay"], worst
+
+
+# Compiles a QDQ conv with QVanilla given 1 byte of scratch (a broken backend): the kernel refuses.
+COMPILE_WITHOUT_SCRATCH = """
+import sys
+from tvm import tirx
+from tvm_extension.relax import backends, compile_model
+from tvm_extension.testing.models import qdq_model
+qvanilla = backends.find("qvanilla")
+kernel_call = qvanilla.kernel_call
+def without_scratch(match, attrs):
+    status, scratch = kernel_call(match, attrs)
+    name, *args = status.args  # call_extern's: the C name, then the entry's (..., scratch, its size, ...)
+    return tirx.call_extern("int32", name.value, *args[:5], tirx.IntImm("int32", 1), *args[6:]), scratch
+qvanilla.kernel_call = without_scratch
+qdq_model("qdq.onnx", per_channel=True, relu=True)
+compile_model("qdq.onnx", "qvanilla", "m.tar", [sys.argv[1]], output_format="mlf")
+"""
+
+
+def test_a_refused_call_returns_the_kernels_status_from_the_mlf(tmp_path):
+    """tvmgen_default_run returns the kernel's own status (QVANILLA_ESCRATCH), as on the Relay engine."""
+    done = subprocess.run([str(RELAX_PYTHON), "-c", COMPILE_WITHOUT_SCRATCH, str(QVANILLA_EXT)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    inputs = {"x": np.ones((1, 4, 10, 10), np.int8)}
+    assert_mlf_refuses(tmp_path / "m.tar", inputs, "inference failed with status 10 ")

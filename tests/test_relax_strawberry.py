@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_tvmc
-from test_relax_engine import RELAX_PYTHON, TVMC, call_sites, relax_engine, report_line
+from test_relax_engine import RELAX_PYTHON, TVMC, assert_mlf_refuses, call_sites, relax_engine, report_line
 from tvm_extension.mlf import build
 from tvm_extension.testing.model_zoo import fetch
 
@@ -84,6 +84,7 @@ def without_weights(layer, plan, config, host, lo, hi, extern):
     return build(layer, plan, config, host, lo, hi, call)
 program.build = without_weights
 compile_model(sys.argv[1], "strawberry", sys.argv[2], [sys.argv[3]])
+compile_model(sys.argv[1], "strawberry", "m.tar", [sys.argv[3]], output_format="mlf")
 """
 
 
@@ -102,3 +103,6 @@ def test_a_refused_call_stops_the_inference_in_one_line(tmp_path):
     assert len(reasons) == 1 and "weights" in reasons[0], run.stderr
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("error: running 'm.so' failed: strawberry: a call refused its arguments"), run.stderr
+    # The MLF: tvmgen_default_run returns the device's own status (STRAWBERRY_EUNWRITTEN), no later call made.
+    assert_mlf_refuses(tmp_path / "m.tar", {"input": np.ones((1, 3, 16, 16), np.float32)},
+                       "inference failed with status 11 ")

@@ -81,7 +81,8 @@ class HostProgram:
         args += [str(p) for p in out_paths]
         done = subprocess.run(args, capture_output=True, text=True)
         if done.returncode != 0:
-            raise HostBuildError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
+            last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+            raise HostBuildError(last.removeprefix("error: "))  # the harness's own lines start with it
         seconds, self.diagnostics = 0.0, []
         for line in done.stderr.splitlines():
             if line.startswith("seconds_per_run:"):

@@ -65,6 +65,18 @@ def _bytes(dtype: str, shape) -> int:
 SCALAR_BYTES = 8  # temporaries this small stay C locals (the compiler keeps them in registers)
 
 
+def _returned(check: tirx.AssertStmt) -> tirx.Stmt:
+    """A failed check returned as a status instead of raised through TVM's runtime: a kernel's check
+    (``status == 0``) returns the kernel's own non-zero status, as the Relay engine's MLF does (the
+    call evaluated once); any other check -1, as TVM's AOT C does for its own."""
+    condition = check.condition
+    if isinstance(condition, tirx.EQ) and str(condition.a.ty.dtype) == "int32" and \
+            isinstance(condition.b, tirx.IntImm) and condition.b.value == 0:
+        status = tvm.ir.Var("status", tvm.ir.PrimType("int32"))
+        return tirx.SeqStmt([tirx.Bind(status, condition.a), tirx.IfThenElse(status != 0, tirx.Return(status), None)])
+    return tirx.IfThenElse(tirx.Not(condition), tirx.Return(tirx.const(-1, "int32")), None)
+
+
 def _unpacked(func: tirx.PrimFunc) -> Tuple[tirx.PrimFunc, List[int]]:
     """``func`` with raw pointers for its buffer parameters and its temporaries as extra pointer
     parameters: (the function, the temporaries' sizes in bytes)."""
@@ -92,9 +104,7 @@ def _unpacked(func: tirx.PrimFunc) -> Tuple[tirx.PrimFunc, List[int]]:
         return tirx.DeclBuffer(stmt.buffer, data=var)
 
     body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, hoisted))
-    # A failed check (a kernel's non-zero status) returns 1 instead of raising through TVM's runtime.
-    refused = lambda stmt: tirx.IfThenElse(tirx.Not(stmt.condition), tirx.Return(tirx.const(1, "int32")), None)
-    body = tirx.SeqStmt([tvm_ffi.structural_map(body, (tirx.AssertStmt, refused)), tirx.Return(tirx.const(0, "int32"))])
+    body = tirx.SeqStmt([tvm_ffi.structural_map(body, (tirx.AssertStmt, _returned)), tirx.Return(tirx.const(0, "int32"))])
     params = [pointers.get(p, p) for p in func.params] + temporaries
     return tirx.PrimFunc(params, body, tvm.ir.PrimType("int32"), func.attrs), sizes
 
