@@ -10,11 +10,12 @@ import subprocess
 import tarfile
 
 import numpy as np
+import onnx
 import pytest
 
 from conftest import MODELS, assert_close, fetch, onnx_reference, random_inputs, run_tvmc, tflite_reference
 from tvm_extension.testing import PLAIN_C
-from test_relax_engine import relax_engine
+from test_relax_engine import RELAX_PYTHON, relax_engine
 from tvm_extension.mlf import build
 
 CNN = MODELS / "cnn.onnx"
@@ -430,3 +431,78 @@ def test_tflite_exact_keeps_a_backends_chains_on_the_cpu_when_it_lacks_tflites_r
     interpreter.invoke()
     (got,) = program.run(inputs)[0].values()
     assert np.array_equal(got, interpreter.get_tensor(interpreter.get_output_details()[0]["index"]))
+
+
+
+def constants_model(path):
+    """float32 x [1, 8] -> double, times and plus scalar float64 constants of 16 digits (TIR
+    constants in the C): y (float64); and a float32 tensor two operators read, a matmul between
+    them: z = (x + c) @ w + c (float32)."""
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(np.array(SCALE), "scale"), numpy_helper.from_array(np.array(SHIFT), "shift"),
+             numpy_helper.from_array(C, "c"), numpy_helper.from_array(W, "w")]
+    nodes = [helper.make_node("Cast", ["x"], ["xd"], to=TensorProto.DOUBLE),
+             helper.make_node("Mul", ["xd", "scale"], ["m"]), helper.make_node("Add", ["m", "shift"], ["y"]),
+             helper.make_node("Add", ["x", "c"], ["a"]), helper.make_node("MatMul", ["a", "w"], ["p"]),
+             helper.make_node("Add", ["p", "c"], ["z"])]
+    graph = helper.make_graph(nodes, "constants", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [1, 8]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 8])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+SCALE, SHIFT = 0.1234567890123456, -2.718281828459045
+C = (np.linspace(0.1, 0.9, 8, dtype=np.float32) / 3).reshape(1, 8)
+W = np.eye(8, dtype=np.float32)[::-1] * np.float32(0.5)
+
+
+def test_float64_constants_are_exact_and_a_shared_constant_is_one_array(tmp_path):
+    """float64 constants are written exactly as float32 ones are (TVM prints both with 7 digits):
+    the outputs equal numpy's bit for bit; a constant two operators read is one C array."""
+    model = constants_model(tmp_path / "constants.onnx")
+    archive = relax_mlf(model, tmp_path / "m.tar")
+    x = np.linspace(-2, 2, 8, dtype=np.float32).reshape(1, 8) + np.float32(1 / 3)
+    got = list(build(archive, tmp_path / "mlf").run({"x": x})[0].values())
+    expected = onnx_reference(model, {"x": x})
+    np.testing.assert_array_equal(expected[0], x.astype(np.float64) * SCALE + SHIFT)  # the reference is numpy's
+    assert len(got) == 2 and got[0].dtype == np.float64
+    np.testing.assert_array_equal(got[0].reshape(1, 8), expected[0])
+    np.testing.assert_array_equal(got[1].reshape(1, 8), expected[1])
+    code = "\n".join(sources(archive).values())
+    arrays = re.findall(r"static const (?:float|double) (\w+)\[", code)
+    assert len(arrays) == 2, arrays  # c (read by two operators) and w
+    assert not re.search(r"\d\.\d{6}e[+-]\d+", code)  # every float constant exact (hexadecimal)
+
+
+# Compiles with TVM's C printer writing 9 digits instead of 7 (as a TVM release might): the
+# engine's markers for exact constants are no longer found in the C.
+COMPILE_WITH_ANOTHER_PRINTER = """
+import re, sys
+import tvm
+from tvm_extension.relax import UserError, compile_model
+get_global_func = tvm.get_global_func
+class Printed:
+    def __init__(self, source):
+        self.source = source
+    def inspect_source(self):
+        return self.source
+def nine_digits(mod, target):
+    return Printed(re.sub(r"(\\d)\\.(\\d{6})e", r"\\1.\\g<2>00e", get_global_func("target.build.c")(mod, target).inspect_source()))
+tvm.get_global_func = lambda name, *args: nine_digits if name == "target.build.c" else get_global_func(name, *args)
+try:
+    compile_model(sys.argv[1], "c", "m.tar", output_format="mlf")
+except UserError as err:
+    print(err)
+"""
+
+
+def test_constants_the_printer_writes_another_way_stop_the_compile(tmp_path):
+    """Never C that computes something else: if TVM prints float constants otherwise than the engine
+    expects, the compile stops in one line and writes nothing."""
+    done = subprocess.run([str(RELAX_PYTHON), "-c", COMPILE_WITH_ANOTHER_PRINTER, str(CNN)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("the C printer left a decimal constant (7.00000"), done.stdout
+    assert "prints float constants in a way this engine was not written for" in done.stdout
+    assert not (tmp_path / "m.tar").exists()

@@ -213,38 +213,70 @@ def _operators_c(mod, prefix: str, headers: List[Path]) -> Tuple[str, Dict[str, 
     done = tvm.ir.transform.Sequential(finish)(tvm.IRModule(unpacked))
     done, exact = _marked_floats(done)
     source = tvm.get_global_func("target.build.c")(done, target).inspect_source()
-    source = _MARKER.sub(lambda m: exact[m.group(0)], source)
-    declared = {name for h in headers for name in re.findall(r"\b(\w+)\s*\(", h.read_text())}
+    source = _exact_floats(source, exact)
+    declared = _declared(headers)
     defined = {f"{prefix}_{name}" for name in temporaries}
     return _plain(source, defined, declared, [h.name for h in headers]), temporaries
 
 
-# TVM's C generator prints a float32 constant with 7 significant digits (std::scientific), which
-# is not exact: a requantization scale would round differently from the Relay engine's.  Each such
-# constant is replaced by a marker, a value that prints as a unique 7-digit text (7.000001e+37 and
-# up: float32 spacing there is under the 1e31 step), and the marker's text by the exact hexadecimal
-# constant after printing.
-_MARKER = re.compile(r"7\.\d{6}e\+37f")
+# TVM's C generator prints a float constant with 7 significant digits (std::scientific: float32
+# with an ``f``, float64 without), which is not exact: a requantization scale would round differently
+# from the Relay engine's.  Every float constant is replaced by a marker, a value that prints as a
+# unique 7-digit text (7.000001e+37 and up: float32 spacing there is under the 1e31 step), and the
+# marker's text by the exact hexadecimal constant after printing.  A decimal constant left in the C,
+# or a marker not found, means TVM prints constants another way now: the compile stops (_exact_floats).
+_MARKER = re.compile(r"7\.\d{6}e\+37f?")
+_DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+e[+-]\d+f?")
+_FLOATS = ("float32", "float64")
 
 
 def _marked_floats(mod):
-    """(``mod`` with its inexactly printed float32 constants replaced by markers, {marker text: exact C})."""
+    """(``mod`` with its float constants replaced by markers, {marker text: exact C})."""
     exact, markers = {}, {}
 
     def marked(imm):
-        value = float(imm.value)
-        if str(imm.ty) != "float32" or not math.isfinite(value) or float(np.float32(f"{value:.6e}")) == value:
+        value, dtype = float(imm.value), str(imm.ty)
+        if dtype not in _FLOATS or not math.isfinite(value):
             return imm
-        magnitude = abs(value)
-        if magnitude not in markers:
-            markers[magnitude] = float(np.float32(7.0e37 + (len(markers) + 1) * 1e31))
-            text = f"{markers[magnitude]:.6e}f"
+        key = (dtype, abs(value))
+        if key not in markers:
+            markers[key] = 7.0e37 + (len(markers) + 1) * 1e31
+            if dtype == "float32":
+                markers[key] = float(np.float32(markers[key]))
+            text = f"{markers[key]:.6e}" + ("f" if dtype == "float32" else "")
             assert len(markers) < 10**6 and text not in exact and _MARKER.fullmatch(text), text
-            exact[text] = _literal(magnitude, "float32")
-        return tirx.FloatImm("float32", markers[magnitude] if value > 0 else -markers[magnitude])
+            exact[text] = _literal(abs(value), dtype)
+        return tirx.FloatImm(dtype, math.copysign(markers[key], value))  # -0.0 keeps its sign
 
     functions = {gv: tvm_ffi.structural_map(f, (tirx.FloatImm, marked)) for gv, f in mod.functions.items()}
     return tvm.IRModule(functions), exact
+
+
+def _exact_floats(source: str, exact: Dict[str, str]) -> str:
+    """TVM's printed C with each marker replaced by its exact constant; stops the compile where the
+    printing is not what ``_marked_floats`` expects, rather than leave C that computes something else."""
+    found = set()
+
+    def replaced(match):
+        found.add(match.group(0))
+        if match.group(0) not in exact:
+            raise UserError(f"the C printer wrote {match.group(0)}, no constant of the model: apache-tvm "
+                            f"{tvm.__version__} prints constants in a way this engine was not written for")
+        return exact[match.group(0)]
+
+    source = _MARKER.sub(replaced, source)
+    left = _DECIMAL.search(source)
+    if left or found != set(exact):
+        what = f"a decimal constant ({left.group(0)})" if left else f"{len(set(exact) - found)} constants unprinted"
+        raise UserError(f"the C printer left {what}: apache-tvm {tvm.__version__} prints float constants in a "
+                        "way this engine was not written for")
+    return source
+
+
+def _declared(headers: List[Path]) -> set:
+    """The functions ``headers`` declare (a name before ``(``, outside comments)."""
+    code = lambda text: re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    return {name for h in headers for name in re.findall(r"\b(\w+)\s*\(", code(h.read_text()))}
 
 
 _DECLARATION = re.compile(r'#ifdef __cplusplus\nextern "C"\n#endif\nTVM_DLL [\w\s\*]+?\b(\w+)\([^;{]*\);\n')
@@ -299,7 +331,7 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
     prefix = f"tvmgen_{model}"
     operators, temporaries = _operators_c(mod, prefix, headers)
     main = mod["main"]
-    pointers, storages, constants, calls = {}, {}, [], []
+    pointers, storages, constants, calls = {}, {}, {}, []
     buffers: List[List[int]] = []  # [size, first call, last call]: the storages, then the temporaries
     storage_of: Dict[object, List[int]] = {}  # a tensor (or tuple) -> the storages it lies in
     for p in main.params:
@@ -317,9 +349,10 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
             dtype = str(array.dtype)
             if dtype not in C_TYPES:
                 raise UserError(f"a constant of type {dtype}: the AOT C has no type for it")
-            name = f"{prefix}_constant_{len(constants)}"
-            constants.append((name, array))
-            return f"({C_TYPES[dtype]}*){name}"
+            key = (dtype, array.shape, array.tobytes())  # one C array however often it is passed
+            if key not in constants:
+                constants[key] = (f"{prefix}_constant_{len(constants)}", array)
+            return f"({C_TYPES[dtype]}*){constants[key][0]}"
         raise UserError(f"the AOT C cannot pass {type(expr).__name__} to an operator")
 
     bindings = [b for block in main.body.blocks for b in block.bindings]
@@ -379,7 +412,7 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
     lines = [operators, "#include <string.h>", "", "void TVMAPISetLastError(const char* message);", "",
              f"static _Alignas({ALIGN}) uint8_t {prefix}_workspace[{max(arena, 1)}];", ""]
     constants_bytes = 0
-    for name, array in constants:
+    for name, array in constants.values():
         dtype = str(array.dtype)
         values = ", ".join(_literal(v, dtype) for v in array.ravel())
         lines.append(f"static const {C_TYPES[dtype]} {name}[{max(array.size, 1)}] = {{{values}}};")
