@@ -506,3 +506,38 @@ def test_constants_the_printer_writes_another_way_stop_the_compile(tmp_path):
     assert done.stdout.startswith("the C printer left a decimal constant (7.00000"), done.stdout
     assert "prints float constants in a way this engine was not written for" in done.stdout
     assert not (tmp_path / "m.tar").exists()
+
+
+# A Relax main whose operator reads a view of its input 32 bytes in, as another type.
+VIEW_AT_AN_OFFSET = """import tvm
+from tvm import relax, tirx
+from tvm.script import ir as I, relax as R, tirx as T
+from tvm_extension.relax import aot
+
+@I.ir_module
+class Module:
+    @T.prim_func
+    def twice(a: T.Buffer((2, 4), "int32"), b: T.Buffer((2, 4), "int32")):
+        for i, j in T.grid(2, 4):
+            b[i, j] = a[i, j] * 2
+
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32")) -> R.Tensor((2, 4), "int32"):
+        cls = Module
+        with R.dataflow():
+            v = R.memory.view(x, R.shape([2, 4]), R.dtype("int32"), R.prim_value(T.int64(32)))
+            y = R.call_tir(cls.twice, (v,), out_ty=R.Tensor((2, 4), "int32"))
+            R.output(y)
+        return y
+
+print(next(line for line in aot.aot_c(Module, ["y"]).source.splitlines() if "status = tvmgen_default_twice(" in line))
+"""
+
+
+def test_a_view_at_an_offset_passes_the_bytes_from_there(tmp_path):
+    """``relax.memory.view`` with a byte offset and another dtype: the operator gets the tensor's
+    pointer moved by the offset and cast (the engine took the tensor's first byte before)."""
+    (tmp_path / "view.py").write_text(VIEW_AT_AN_OFFSET)  # TVMScript reads its source file
+    done = subprocess.run([str(RELAX_PYTHON), "view.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "tvmgen_default_twice((int32_t*)((uint8_t*)(inputs->x) + 32), " in done.stdout, done.stdout

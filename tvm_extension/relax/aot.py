@@ -323,6 +323,21 @@ class AotC:
     outputs: List[Tuple[str, str, Tuple[int, ...]]]
 
 
+def _view(pointer: str, value, var) -> str:
+    """The C pointer of a reshape or a ``relax.memory.view`` of the tensor at ``pointer``: the same
+    pointer, or for a view at a byte offset or of another type, the pointer moved and cast."""
+    if value.op.name == "relax.reshape" or len(value.args) < 4:
+        return pointer
+    offset, dtype = value.args[3], str(var.ty.dtype)
+    if isinstance(offset, relax.Tuple) and not offset.fields:  # no offset given
+        offset = tirx.IntImm("int64", 0)
+    if not isinstance(offset, tirx.IntImm) or dtype not in C_TYPES:
+        raise UserError(f"the AOT C cannot place a view of {value.args[0].name} at offset {offset} as {dtype}")
+    if int(offset.value) == 0 and dtype == str(value.args[0].ty.dtype):
+        return pointer
+    return f"({C_TYPES[dtype]}*)((uint8_t*)({pointer}) + {int(offset.value)})"
+
+
 def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "default") -> AotC:
     """The AOT C of a legalized Relax module (``LegalizeOps`` done, ``main`` its entry); ``headers``:
     what the operators' calls of a backend's C API include."""
@@ -381,8 +396,8 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
             k = storages[value.args[0]]
             pointers[var] = f"({C_TYPES[dtype]}*)({prefix}_workspace + @{k}+{int(value.args[1].value)}@)"
             storage_of[var] = [k]
-        elif name in ("relax.reshape", "relax.memory.view"):
-            pointers[var], storage_of[var] = pointers[value.args[0]], storage_of.get(value.args[0], [])  # the same bytes
+        elif name in ("relax.reshape", "relax.memory.view"):  # the same bytes (a view: from its offset on)
+            pointers[var], storage_of[var] = _view(pointers[value.args[0]], value, var), storage_of.get(value.args[0], [])
         elif isinstance(op, tvm.ir.GlobalVar):
             for a in value.args:
                 used(a, len(calls))
