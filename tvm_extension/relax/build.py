@@ -14,6 +14,7 @@ from tvm_extension.mlf.host import default_cc
 
 from . import backends, lower
 from . import tflite_exact as exact
+from .fold import fold_batch_norms
 from .backends import UserError
 
 
@@ -178,6 +179,9 @@ def compile_model(model, target: str, output, paths: Iterable[str] = (), attrs: 
 
     Written whole or not at all: nothing is left at ``output`` on an error."""
     import tvm  # pylint: disable=import-outside-toplevel
+    from .tvm_internals import check_version  # pylint: disable=import-outside-toplevel
+
+    check_version()
 
     model, output = Path(model), Path(output)
     if not output.parent.is_dir():
@@ -218,6 +222,8 @@ def _compile(model: Path, fmt: str, target: str, output: Path, paths, attrs, cfl
         attrs = _attrs(backend, attrs)
         sources, includes = backends.c_library(backend)
     mod = _import(model, fmt, shapes)
+    if fmt == "onnx":  # before ConvertLayout (the fold reads NCHW/OIHW convs) and any pattern
+        mod = fold_batch_norms(mod)
     if desired_layout is not None:
         mod = relax.transform.ConvertLayout({"relax.nn.conv2d": LAYOUTS[desired_layout]})(mod)
     # Folding makes the bias a constant (ONNX: a reshape of one); an int8 backend's chains (qconv)

@@ -5,7 +5,7 @@ each call of such a function becomes a ``call_tir`` of a PrimFunc whose body is 
 ``kernel_call`` (a ``call_extern`` of its C function, linked in by ``build``), its status checked:
 a non-zero status fails the inference instead of returning wrong numbers; or a whole program of
 calls the backend builds (Strawberry's DMA transfers and engine calls), checked by
-``calls.checked_program``.  A backend whose kernel reads a constant in another form (weights in
+``tvm_internals.checked_program``.  A backend whose kernel reads a constant in another form (weights in
 its own layout, say) says so in ``pack_constants``: the constant is repacked here, once, at
 compile time.  A fused function serves every call of its
 form: the call's own constants (scales, zero points) come with it, to ``pack_constants`` and in
@@ -19,9 +19,11 @@ from typing import Dict, List, Optional
 import numpy as np
 
 import tvm
-from tvm import relax, te, tirx
+from tvm import relax, te
 
 from tvm_extension.api.offload_report import OffloadReport
+
+from . import tvm_internals as tir
 
 CONV = "relax.nn.conv2d"
 
@@ -32,14 +34,18 @@ class Match:
 
     pattern: str  # e.g. "vanilla_accelerator.conv2d_bias_relu"
     ops: Dict[str, relax.Call]  # {operator name: its call in the function}
-    buffers: Dict[relax.Var, tirx.Buffer]  # the function's parameters' buffers
-    result: tirx.Buffer
+    buffers: Dict[relax.Var, tir.Buffer]  # the function's parameters' buffers
+    result: tir.Buffer
     func: relax.Function  # the matched function (``patterns.split`` names its parts)
     constants: Dict[relax.Var, np.ndarray] = dataclasses.field(default_factory=dict)  # the call's, as given
 
-    def buffer(self, expr) -> tirx.Buffer:
+    def buffer(self, expr) -> tir.Buffer:
         """The buffer of a parameter of the function (an operand of one of ``ops``)."""
         return self.buffers[expr]
+
+    def pointer(self, expr) -> tir.Expr:
+        """The data pointer of a parameter's buffer; a null pointer for None (a left-out operand)."""
+        return tir.pointer(None if expr is None else self.buffers[expr])
 
 
 def _operators(func: relax.Function) -> Dict[str, relax.Call]:
@@ -81,14 +87,12 @@ class _Lower(relax.PyExprMutator):
         def body(ins, outs):
             match = Match(pattern, ops, dict(zip(func.params, ins)), outs[0], func, constants)
             call = self.backend.kernel_call(match, self.attrs)
-            if isinstance(call, tirx.Stmt):  # a whole program (DMA transfers, engine calls), checked by the backend
+            if tir.is_program(call):  # a whole program (DMA transfers, engine calls), checked by the backend
                 return call
             # A call that needs scratch memory comes with the buffers to allocate for it: (status, buffers).
             status, scratch = call if isinstance(call, tuple) else (call, [])
-            failed = tvm.ir.StringImm(f"{self.backend.TARGET}: the kernel refused {pattern} (a non-zero status)")
-            # Positional: the constructor takes (condition, kind, message parts), whatever its docstring says.
-            check = tirx.AssertStmt(status == 0, tvm.ir.StringImm("RuntimeError"), [failed])
-            return tirx.SeqStmt([*map(tirx.AllocBuffer, scratch), check]) if scratch else check
+            check = tir.checked(status, f"{self.backend.TARGET}: the kernel refused {pattern} (a non-zero status)")
+            return tir.with_temporaries(scratch, check) if scratch else check
 
         def compute(*tensors):
             shape = [int(d) for d in func.ret_ty.shape]

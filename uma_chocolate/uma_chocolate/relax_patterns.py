@@ -21,13 +21,11 @@ from typing import Optional
 
 import numpy as np
 import tvm
-from tvm import tirx
 
 from tvm_extension.kit.limits import INT32_MAX, PTRDIFF_MAX, below_one
 from tvm_extension.kit.quantization import channel_params, fold_bias
-from tvm_extension.relax import patterns as fp, qconv
+from tvm_extension.relax import patterns as fp, qconv, tvm_internals as tir
 from tvm_extension.relax.backends import UserError
-from tvm_extension.relax.calls import checked_program
 
 from . import program
 from .codegen import gen_includes  # noqa: F401  (its C library, as for Relay)
@@ -180,13 +178,11 @@ def pack_constants(func, constants) -> dict:
 def _nchw_copy(nchw, nhwc, layer: ConvLayer, into_nhwc: bool, output: bool):
     """Copies between an NCHW tensor and its NHWC ([h*w][c]) form, on the CPU."""
     c_, h_, w_ = (layer.oc, layer.oh, layer.ow) if output else (layer.ic, layer.ih, layer.iw)
-    c, y, x = (tirx.Var(n, "int32") for n in ("c", "y", "x"))
-    at_nchw, at_nhwc = [0, c, y, x], [y * w_ + x, c] if output else [y, x, c]
-    store = tirx.BufferStore(nhwc, tirx.BufferLoad(nchw, at_nchw), at_nhwc) if into_nhwc else \
-        tirx.BufferStore(nchw, tirx.BufferLoad(nhwc, at_nhwc), at_nchw)
-    for var, extent in reversed(((c, c_), (y, h_), (x, w_))):
-        store = tirx.For(var, 0, extent, tirx.ForKind.SERIAL, store)
-    return store
+    at_nchw = lambda c, y, x: [0, c, y, x]
+    at_nhwc = (lambda c, y, x: [y * w_ + x, c]) if output else (lambda c, y, x: [y, x, c])
+    extents = {"c": c_, "y": h_, "x": w_}
+    return tir.copy_loops(extents, nhwc, at_nhwc, nchw, at_nchw) if into_nhwc else \
+        tir.copy_loops(extents, nchw, at_nchw, nhwc, at_nhwc)
 
 
 def kernel_call(match, attrs):
@@ -196,27 +192,26 @@ def kernel_call(match, attrs):
         chain = qconv.fused_chain(match.func)
         _, layer = _quantized(chain, qconv.reader(match.constants))
         (x, _, _), (w, s_w, _) = chain["input"].args, chain["weights"].args
-        host = {"input": match.buffer(x).data, "weights": match.buffer(w).data, "table": match.buffer(s_w).data,
-                "output": match.result.data}
+        host = {"input": match.pointer(x), "weights": match.pointer(w), "table": match.pointer(s_w),
+                "output": tir.pointer(match.result)}
         plan = plan_layer(layer, core, "int8")
-        return checked_program(TARGET, lambda extern: program.build(layer, core, plan, host, extern))
+        return tir.checked_program(TARGET, lambda extern: program.build(layer, core, plan, host, extern))
     parts = fp.split_fused(match.func)
     layer, weights = _float_layer(parts), match.buffer(parts.conv.args[1])
-    table = tirx.address_of(tirx.BufferLoad(weights, [layer.gemm[2], 0]))  # the bias: the last row
-    host = {"input": match.buffer(parts.conv.args[0]).data, "weights": weights.data, "table": table,
-            "output": match.result.data}
+    table = tir.element_pointer(weights, [layer.gemm[2], 0])  # the bias: the last row
+    host = {"input": match.pointer(parts.conv.args[0]), "weights": tir.pointer(weights), "table": table,
+            "output": tir.pointer(match.result)}
     plan = plan_layer(layer, core, "float32")
-    body = lambda host: checked_program(TARGET, lambda extern: program.build(layer, core, plan, host, extern))
+    body = lambda host: tir.checked_program(TARGET, lambda extern: program.build(layer, core, plan, host, extern))
     if parts.conv.attrs.data_layout == "NHWC":
         return body(host)
     # NCHW: the core reads and writes NHWC; the transposes run on the CPU around its program.
     x, out = match.buffer(parts.conv.args[0]), match.result
-    x_nhwc = tirx.decl_buffer((layer.ih, layer.iw, layer.ic), "float32", "input_nhwc")
-    out_nhwc = tirx.decl_buffer((layer.oh * layer.ow, layer.oc), "float32", "output_nhwc")
-    return tirx.SeqStmt([tirx.AllocBuffer(x_nhwc), tirx.AllocBuffer(out_nhwc),
-                         _nchw_copy(x, x_nhwc, layer, True, False),
-                         body({**host, "input": x_nhwc.data, "output": out_nhwc.data}),
-                         _nchw_copy(out, out_nhwc, layer, False, True)])
+    x_nhwc = tir.temporary((layer.ih, layer.iw, layer.ic), "float32", "input_nhwc")
+    out_nhwc = tir.temporary((layer.oh * layer.ow, layer.oc), "float32", "output_nhwc")
+    return tir.with_temporaries([x_nhwc, out_nhwc], _nchw_copy(x, x_nhwc, layer, True, False),
+                                body({**host, "input": tir.pointer(x_nhwc), "output": tir.pointer(out_nhwc)}),
+                                _nchw_copy(out, out_nhwc, layer, False, True))
 
 
 def register():

@@ -16,10 +16,9 @@ checks accept.  This module imports nothing of Relay (the Relay backend: backend
 from typing import Optional
 
 import numpy as np
-from tvm import tirx
 
 from tvm_extension.kit import limits
-from tvm_extension.relax import qconv
+from tvm_extension.relax import qconv, tvm_internals as tir
 from tvm_extension.relax.qconv import conv_geometry, is_depthwise
 
 from . import packing, scratch, target
@@ -107,15 +106,13 @@ def kernel_call(match, attrs):
     g = conv_geometry(chain["conv"])
     kind = scratch.packed_kind(q.depthwise, _int8_weights(q, attrs))
     nbytes = scratch.buffer_size(kind, g["kh"], g["kw"], g["ic"], g["oc"], target.scratch_budget(attrs))
-    work = tirx.decl_buffer((max(nbytes, 1),), "int8", "qvanilla_scratch")
+    work = tir.scratch(nbytes, "qvanilla_scratch")
     sizes = ("ih", "iw", "oc", "oh", "ow") if q.depthwise else ("ih", "iw", "ic", "oh", "ow", "oc")
     scalars = [g[n] for n in (*sizes, "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left")]
     scalars += [q.input_zp, q.output_zp, q.act_min, q.act_max, q.rounding]
     x, (w, s_w, _) = chain["input"].args[0], chain["weights"].args
-    status = tirx.call_extern(
-        "int32", f"qvanilla_{kind.replace('conv2d_', 'conv2d_nhwc_')}_linked",
-        match.buffer(x).data, match.buffer(w).data, match.buffer(s_w).data, match.result.data, work.data,
-        tirx.IntImm("int32", nbytes), *(tirx.IntImm("int32", int(v)) for v in scalars))
+    status = tir.c_call(f"qvanilla_{kind.replace('conv2d_', 'conv2d_nhwc_')}_linked", match.pointer(x),
+                        match.pointer(w), match.pointer(s_w), match.result, work, nbytes, *(int(v) for v in scalars))
     return status, [work]
 
 

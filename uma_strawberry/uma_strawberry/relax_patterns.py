@@ -10,7 +10,7 @@ This module imports nothing of Relay.
 from typing import Optional
 
 from tvm_extension.relax.backends import UserError
-from tvm_extension.relax.calls import checked_program
+from tvm_extension.relax import tvm_internals as tir
 from tvm_extension.relax.patterns import (
     clamp_bounds, conv2d_patterns, conv2d_problem, conv_geometry, is_depthwise, oihw_packs, prelu_slope, split,
     split_fused, stage_problem,
@@ -72,13 +72,13 @@ def kernel_call(match, attrs):
     parts = split_fused(match.func)
     layer, config = _layer(parts), _config(attrs)
     slope = prelu_slope(parts)
-    host = {role: match.buffer(expr).data if expr is not None else None for role, expr in (
+    host = {role: match.pointer(expr) if expr is not None else None for role, expr in (
         ("ifmap", parts.conv.args[0]), ("weights", parts.conv.args[1]), ("bias", parts.bias),
         ("residual", parts.residual), ("slope", slope))}
-    host["ofmap"] = match.result.data
+    host["ofmap"] = tir.pointer(match.result)
     lo, hi = clamp_bounds(parts.activation)
     plan = plan_layer(layer, config)
-    return checked_program(TARGET, lambda extern: program.build(layer, plan, config, host, lo, hi, extern))
+    return tir.checked_program(TARGET, lambda extern: program.build(layer, plan, config, host, lo, hi, extern))
 
 
 def register():

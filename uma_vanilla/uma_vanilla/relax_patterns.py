@@ -11,8 +11,7 @@ most ``max_kernel_size`` squared taps (depthwise: VANILLA_MAX_TAPS), any stride 
 """
 from typing import Optional
 
-from tvm import tirx
-
+from tvm_extension.relax import tvm_internals as tir
 from tvm_extension.relax.patterns import (
     clamp_bounds, conv2d_patterns, conv2d_problem, conv_geometry, is_depthwise, oihw_packs, prelu_slope, split_fused,
     stage_problem,
@@ -49,20 +48,17 @@ def kernel_call(match, attrs):
     parts = split_fused(match.func)
     conv, g = parts.conv, conv_geometry(parts.conv)
     depthwise, layout = is_depthwise(conv), conv.attrs.data_layout.lower()
-    null = tirx.reinterpret("handle", tirx.const(0, "uint64"))  # a left-out tensor
-    operand = lambda expr: null if expr is None else match.buffer(expr).data
     slope = prelu_slope(parts)
     lo, hi = clamp_bounds(parts.activation)
     nbytes = buffer_size(depthwise, layout, g)
-    scratch = tirx.decl_buffer((max(nbytes, 1),), "int8", "vanilla_scratch")
+    work = tir.scratch(nbytes, "vanilla_scratch")
     sizes = ["ic", "ih", "iw", "oc", "oh", "ow"] if not depthwise else ["ic", "ih", "iw", "oh", "ow"]  # ic = oc
     window = [g[k] for k in (*sizes, "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left")]
     function = f"vanilla_depthwise_conv2d{layout}" if depthwise else f"vanilla_conv2d{layout}_general"
-    status = tirx.call_extern(
-        "int32", function, scratch.data, tirx.IntImm("int32", nbytes), match.buffer(conv.args[0]).data,
-        match.buffer(conv.args[1]).data, operand(parts.bias), operand(parts.residual), operand(slope),
-        match.result.data, *window, tirx.FloatImm("float32", lo), tirx.FloatImm("float32", hi))
-    return status, [scratch]
+    status = tir.c_call(function, work, nbytes, match.pointer(conv.args[0]), match.pointer(conv.args[1]),
+                        match.pointer(parts.bias), match.pointer(parts.residual), match.pointer(slope), match.result,
+                        *window, float(lo), float(hi))
+    return status, [work]
 
 
 def register():
