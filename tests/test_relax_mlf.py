@@ -541,3 +541,29 @@ def test_a_view_at_an_offset_passes_the_bytes_from_there(tmp_path):
     done = subprocess.run([str(RELAX_PYTHON), "view.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "tvmgen_default_twice((int32_t*)((uint8_t*)(inputs->x) + 32), " in done.stdout, done.stdout
+
+
+# Compiles with TVM's pipeline as a new TVM might run it: the entry function annotated (its
+# __tvm_ffi_main alias needs TVM's runtime), and on an apache-tvm the engine was not tested with.
+COMPILE_AS_ANOTHER_TVM = """
+import sys
+from tvm_extension.relax import UserError, compile_model, tvm_internals
+tvm_internals._PACKED_API.remove("tirx.AnnotateEntryFunc")
+tvm_internals.TESTED_VERSIONS = ("0.0.0",)
+try:
+    compile_model(sys.argv[1], "c", "m.tar", output_format="mlf")
+except UserError as err:
+    print(err)
+"""
+
+
+def test_operator_c_that_needs_tvms_runtime_stops_the_compile(tmp_path):
+    """A lowering the engine does not undo (the packed API's entry alias) stops the compile in one
+    line, with nothing written; an untested apache-tvm is named in one warning line first."""
+    done = subprocess.run([str(RELAX_PYTHON), "-c", COMPILE_AS_ANOTHER_TVM, str(MODELS / "conv2d.onnx")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("the operators' C needs TVM's runtime (__tvm_ffi_main): apache-tvm "), done.stdout
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: apache-tvm ")]
+    assert len(warnings) == 1 and "tested with apache-tvm 0.0.0" in warnings[0], done.stderr
+    assert not (tmp_path / "m.tar").exists()

@@ -142,19 +142,25 @@ def relax_passes():
             t.StaticPlanBlockMemory(), t.LowerAllocTensor(), t.DeadCodeElimination()]
 
 
-def tir_passes(target):
-    """TVM's default CPU lowering (tvm/s_tir/pipeline.py) up to, not including, SplitHostDevice
-    and MakePackedAPI (the passes for GPUs left out); vector loops made scalar, as the Relay
-    engine's embedded options do (tir.disable_vectorize): C has no vector types."""
-    import tvm.s_tir  # pylint: disable=import-outside-toplevel  (registers the scheduled-TIR passes)
+# The passes of TVM's pipeline that make its packed calling convention (the entry function's
+# __tvm_ffi_main alias, argument records, a runtime): the operators here are plain C functions
+# (``_unpacked``); the storage legalizations run after that.
+_PACKED_API = ["tirx.AnnotateEntryFunc", "tirx.SplitHostDevice", "tirx.MakePackedAPI", "tirx.FP8StorageLegalize",
+               "tirx.BF16StorageLegalize"]
 
-    s, t = tvm.s_tir.transform, tirx.transform
-    return [t.BindTarget(target), s.CanonicalizeLoop(), s.LowerInitBlock(), s.PlanAndUpdateBufferAllocationLocation(),
-            s.ConvertBlocksToOpaque(), s.CompactBufferAllocation(), s.LowerMatchBuffer(), s.StmtSimplify(),
-            s.LowerOpaqueBlock(), t.FlattenBuffer(), t.BF16ComputeLegalize(), t.NarrowDataType(32), s.LoopPartition(),
-            t.VectorizeLoop(False), t.StorageRewrite(), s.HoistIfThenElse(), t.UnrollLoop(),
-            s.RenormalizeSplitPattern(), t.StmtSimplify(), t.RemoveNoOp(), s.RewriteUnsafeSelect(),
-            t.CommonSubexprElim(), t.FP8ComputeLegalize(), t.VerifyMemory()]
+
+def _lowered(mod, target):
+    """``mod`` through TVM's default CPU pipeline, called by name, with the packed API left out and
+    vector loops made scalar (tir.disable_vectorize, as the Relay engine's embedded options): C
+    has no vector types."""
+    import tvm.s_tir  # pylint: disable=import-outside-toplevel  (registers the pipeline)
+
+    pipeline = tvm.tirx.get_tir_pipeline("s_tir")[0]
+    outer = tvm.transform.PassContext.current()
+    config = {**outer.config, "tirx.disable_vectorize": True}
+    with tvm.transform.PassContext(opt_level=outer.opt_level, config=config,
+                                   disabled_pass=[*outer.disabled_pass, *_PACKED_API]):
+        return tvm.ir.transform.Sequential([tirx.transform.BindTarget(target), pipeline])(mod)
 
 
 def tensor_bytes(dtype: str, shape) -> int:
@@ -308,7 +314,7 @@ def operators_c(mod, prefix: str, headers: List[Path]) -> Tuple[str, Dict[str, L
     target = tvm.target.Target("c")
     funcs = {gv: _banded(f).with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv, f in sorted(
              mod.functions.items(), key=lambda item: item[0].name_hint) if isinstance(f, tirx.PrimFunc)}
-    lowered = tvm.ir.transform.Sequential(tir_passes(target))(tvm.IRModule(funcs))
+    lowered = _lowered(tvm.IRModule(funcs), target)
     unpacked, temporaries = {}, {}
     for gv, func in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint):
         unpacked[gv], temporaries[gv.name_hint] = _unpacked(func)
