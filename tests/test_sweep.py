@@ -162,6 +162,10 @@ def test_the_relax_engine_sweeps_the_same_points_with_the_same_counters(sweeps, 
         assert record["offloaded_functions"] == same["offloaded_functions"] > 0
         assert {k: v for k, v in record.items() if k.startswith("c_")} == \
             {k: v for k, v in same.items() if k.startswith("c_")}, record["attributes"]
+        # the columns mean the same: the lower bound of DMA bytes, machine code apart from the weights
+        assert record["lower_bound_bytes"] == same["lower_bound_bytes"] > 0, record["attributes"]
+        assert same["code_bytes"] / 1.1 <= record["code_bytes"] <= same["code_bytes"] * 1.1, \
+            (record["code_bytes"], same["code_bytes"])
     assert sum(bool(r["error"]) for r in records) == 2  # Chocolate's 8-byte scratchpad, on either engine
 
 

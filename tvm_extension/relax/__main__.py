@@ -13,6 +13,7 @@ nothing at the output; a tvmc option the Relax engine cannot honour is refused i
 says what to use instead.
 """
 import argparse
+import logging
 import os
 import re
 import sys
@@ -163,6 +164,9 @@ def _compile(args, target_attrs) -> List[str]:
     target = targets.backend or ("c" if args.output_format == "mlf" else "llvm")
     if args.verbose:
         print(f"tvmc (Relax engine, TVM {_tvm_version()}): {target} -> {output} ({args.output_format})", file=sys.stderr)
+        # what the backends log of each layer's plan (its lower bound of DMA bytes), as tvmc -v on Relay
+        logging.basicConfig(stream=sys.stderr, format="%(name)s: %(message)s")
+        logging.getLogger("tvm_extension").setLevel(logging.INFO)
     shapes = _input_shapes(args.input_shapes) if args.input_shapes else None
     made = {}
     lines = compile_model(args.FILE, target, output, args.extensions, targets.attrs, shapes=shapes,

@@ -104,11 +104,14 @@ def _summary(counters: Dict[str, int]) -> dict:
 
 
 def _text_bytes(executable: Path) -> Optional[int]:
+    """Bytes of machine code (the ``.text`` section): the weights, ``const`` arrays in ``.rodata``
+    on one engine and elsewhere on the other, are ``constants_bytes``."""
     try:
-        done = subprocess.run(["size", str(executable)], capture_output=True, text=True)
+        done = subprocess.run(["size", "-A", str(executable)], capture_output=True, text=True)
     except OSError:  # no binutils: the column stays empty
         return None
-    return int(done.stdout.splitlines()[1].split()[0]) if done.returncode == 0 else None
+    text = [line.split() for line in done.stdout.splitlines() if line.startswith(".text ")]
+    return int(text[0][1]) if done.returncode == 0 and text else None
 
 
 def _compare(got, expected) -> tuple:
@@ -242,7 +245,7 @@ def run_point(point: Point, inputs, expected, work_root: Optional[str] = None, k
         if point.model.input_shapes:
             command += ["--input-shapes", point.model.input_shapes]
         if point.engine == "relax":
-            code, stdout, stderr = _relax_compile(command, work)
+            code, stdout, stderr = _relax_compile(command + ["-v"], work)
         else:
             code, stdout, stderr = _tvmc(command + ["-v"], work)
         record["compile_seconds"] = round(time.time() - started, 3)

@@ -17,6 +17,7 @@ engine's:
 
 Dense convs only (a depthwise conv is no matrix product).  This module imports nothing of Relay.
 """
+import logging
 from typing import Optional
 
 import numpy as np
@@ -32,6 +33,8 @@ from .codegen import gen_includes  # noqa: F401  (its C library, as for Relay)
 from .schedule import ConvLayer, Core, plan_layer
 from .target import ATTRIBUTES as TARGET_ATTRS, ATTR_RANGES as TARGET_ATTR_RANGES, NAME as TARGET  # noqa: F401
 from .target import ConfigError, core_of
+
+log = logging.getLogger("tvm_extension.chocolate")  # tvmc -v prints it, as the Relay engine's passes.py
 
 DEPTHWISE = "depthwise (not a matrix product; stays on the CPU)"
 
@@ -185,6 +188,13 @@ def _nchw_copy(nchw, nhwc, layer: ConvLayer, into_nhwc: bool, output: bool):
         tir.copy_loops(extents, nchw, at_nchw, nhwc, at_nhwc)
 
 
+def _planned(match, layer: ConvLayer, core: Core, dtype: str):
+    plan = plan_layer(layer, core, dtype)
+    log.info("%s: GEMM %d x %d x %d on %dx%dx%d tiles, %s (lower bound %d bytes)", match.pattern, *layer.gemm,
+             core.tile_m, core.tile_n, core.tile_k, plan.describe(), layer.lower_bound())
+    return plan
+
+
 def kernel_call(match, attrs):
     """The layer's program: configure, the tile loops of DMA transfers and core calls, the stores."""
     core = _core(attrs)
@@ -194,14 +204,14 @@ def kernel_call(match, attrs):
         (x, _, _), (w, s_w, _) = chain["input"].args, chain["weights"].args
         host = {"input": match.pointer(x), "weights": match.pointer(w), "table": match.pointer(s_w),
                 "output": tir.pointer(match.result)}
-        plan = plan_layer(layer, core, "int8")
+        plan = _planned(match, layer, core, "int8")
         return tir.checked_program(TARGET, lambda extern: program.build(layer, core, plan, host, extern))
     parts = fp.split_fused(match.func)
     layer, weights = _float_layer(parts), match.buffer(parts.conv.args[1])
     table = tir.element_pointer(weights, [layer.gemm[2], 0])  # the bias: the last row
     host = {"input": match.pointer(parts.conv.args[0]), "weights": tir.pointer(weights), "table": table,
             "output": tir.pointer(match.result)}
-    plan = plan_layer(layer, core, "float32")
+    plan = _planned(match, layer, core, "float32")
     body = lambda host: tir.checked_program(TARGET, lambda extern: program.build(layer, core, plan, host, extern))
     if parts.conv.attrs.data_layout == "NHWC":
         return body(host)

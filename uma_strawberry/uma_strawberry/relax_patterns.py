@@ -7,6 +7,7 @@ engine calls (``program.build``), built with apache-tvm's TIR; only the scratchp
 placed by the program itself (given ``extern``), as this TVM has no memory scopes to place them.
 This module imports nothing of Relay.
 """
+import logging
 from typing import Optional
 
 from tvm_extension.relax.backends import UserError
@@ -20,7 +21,9 @@ from . import program
 from .codegen import gen_includes  # noqa: F401  (its C library, as for Relay)
 from .target import ATTR_RANGES as TARGET_ATTR_RANGES, ATTRIBUTES as TARGET_ATTRS, NAME as TARGET  # noqa: F401
 from .target import MAX_KERNEL_SIZE, MAX_TAPS
-from .tiling import Config, ConfigError, Layer, Unfit, plan_layer
+from .tiling import Config, ConfigError, Layer, Unfit, lower_bound, plan_layer
+
+log = logging.getLogger("tvm_extension.strawberry")  # tvmc -v prints it, as the Relay engine's passes.py
 
 
 def _config(attrs) -> Config:
@@ -78,6 +81,8 @@ def kernel_call(match, attrs):
     host["ofmap"] = tir.pointer(match.result)
     lo, hi = clamp_bounds(parts.activation)
     plan = plan_layer(layer, config)
+    log.info("%s: %s (lower bound %d bytes, scratchpad %d bytes in use)", match.pattern, plan.describe(),
+             lower_bound(layer), plan.occupancy_bytes)
     return tir.checked_program(TARGET, lambda extern: program.build(layer, plan, config, host, lo, hi, extern))
 
 
