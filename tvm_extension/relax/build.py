@@ -248,6 +248,11 @@ def _compile(model: Path, fmt: str, target: str, output: Path, paths, attrs, cfl
     # TFLite does (QVanilla: the rest stays TVM's float legalization, as before).
     tflite_chains = backend is not None and getattr(backend, "COMPUTES_TFLITE_ROUNDING", False)
     operators = None  # the CPU's operators as the model states them, for the report, when rewritten below
+    if early and fmt == "onnx":  # ONNX's QDQ Add, Sub, Mul as the int8 backends' Relay side computes them
+        from . import qdq_binary  # pylint: disable=import-outside-toplevel
+
+        operators = lower.model_operators(mod)
+        mod = qdq_binary.as_relay_module(mod)
     if fmt == "tflite" and (tflite_exact or not tflite_chains):
         operators = lower.model_operators(mod)
         if tflite_exact:
