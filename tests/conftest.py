@@ -145,3 +145,15 @@ def tvmc_in(python: Path, *args, cwd=None):
     """tvmc ARGS in the environment of ``python`` (made by ``new_environment``)."""
     return subprocess.run([str(python.parent / "tvmc"), *map(str, args)], cwd=cwd, capture_output=True, text=True,
                           timeout=900)
+
+
+# The longest tests (minutes each on a 2-core machine: a backend folder's own suite, real networks
+# compiled on both engines) go first, so that the workers do not end with one of them running alone.
+LONGEST_FIRST = ("test_backend_folders.py::test_backend_folder_alone", "test_sweep.py::", "test_tflite_exact.py::test_real",
+                 "test_relax_install.py::", "test_relax_tflite_exact.py::test_real", "test_relax_mlf.py::test_real",
+                 "test_backend_folders.py::test_new_like", "test_relax_batchnorm.py::")
+
+
+def pytest_collection_modifyitems(items):
+    rank = lambda item: next((i for i, prefix in enumerate(LONGEST_FIRST) if prefix in item.nodeid), len(LONGEST_FIRST))
+    items.sort(key=rank)  # stable: the rest keep their order
