@@ -26,7 +26,7 @@ from tvm_extension.mlf.arena import ALIGN, plan_arena
 from tvm_extension.mlf.layout import c_name
 
 from .backends import UserError
-from .tvm_internals import c_literal, constant_int, operators_c, relax_passes, tensor_bytes
+from .tvm_internals import c_literal, constant_int, constant_tensor, operators_c, relax_passes, tensor_bytes
 
 C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
            "uint16": "uint16_t", "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t", "bool": "uint8_t"}
@@ -79,8 +79,8 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
     def argument(expr):
         if isinstance(expr, relax.Var):
             return pointers[expr]
-        if isinstance(expr, tvm.ir.GenericConst) and isinstance(expr.value, tvm.runtime.Tensor):
-            array = expr.value.numpy()
+        if isinstance(constant_tensor(expr), tvm.runtime.Tensor):
+            array = constant_tensor(expr).numpy()
             dtype = str(array.dtype)
             if dtype not in C_TYPES:
                 raise UserError(f"a constant of type {dtype}: the AOT C has no type for it")

@@ -16,6 +16,7 @@ from . import backends, lower
 from . import tflite_exact as exact
 from .fold import fold_batch_norms
 from .backends import UserError
+from .tvm_internals import constant_array
 
 
 def _first_line(exc: Exception, last=False) -> str:
@@ -59,7 +60,7 @@ def _onnx_clips(mod):
     clip = call_tir(at_most, [call_tir(at_least, [x, lo]), hi])
 
     def value(found, parts):
-        constant, probe, if_nan, otherwise = (found[p].value.numpy() if p in found else None for p in parts)
+        constant, probe, if_nan, otherwise = (constant_array(found[p]) if p in found else None for p in parts)
         if constant is not None:
             return constant
         return if_nan if np.isnan(probe).all() else otherwise

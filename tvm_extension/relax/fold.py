@@ -4,6 +4,8 @@ import numpy as np
 from tvm import relax
 from tvm.relax.dpl import TupleGetItemPattern, is_const, is_op, rewrite_call, wildcard
 
+from .tvm_internals import constant_array
+
 
 def fold_batch_norms(mod):
     """ONNX's BatchNormalization after a Conv (inference mode) folded into the conv's weights and
@@ -37,8 +39,8 @@ def fold_batch_norms(mod):
     norm = is_op("relax.nn.batch_norm")(biased, *stats)
 
     def bias_into_norm(expr, found):
-        call, b = found[norm], found[bias].value.numpy()
-        gamma, beta, mean, var = (found[s].value.numpy() for s in stats)
+        call, b = found[norm], constant_array(found[bias])
+        gamma, beta, mean, var = (constant_array(found[s]) for s in stats)
         channels, added = gamma.shape[0], found[biased].args[1]
         per_channel = [int(d) for d in added.ty.shape] in ([1, channels, 1, 1], [channels, 1, 1])
         if not (per_channel and b.size == channels and int(call.attrs.axis) == 1

@@ -79,7 +79,7 @@ class _Lower(relax.PyExprMutator):
         self.offloaded.append(pattern)
         self.matched.append(func)
         # {parameter: numpy function} of the constants the kernel reads repacked.
-        constants = {p: a.value.numpy() for p, a in zip(func.params, call.args) if isinstance(a, tvm.ir.GenericConst)}
+        constants = {p: tir.constant_array(a) for p, a in zip(func.params, call.args) if isinstance(a, tir.Constant)}
         packs = _packs(self.backend, func, constants, self.attrs)
         args = [relax.const(packs[param](constants[param])) if param in packs and param in constants
                 else arg for param, arg in zip(func.params, call.args)]

@@ -12,10 +12,11 @@ a conv passes to a kernel, ``to_oihw`` and ``per_channel_slope`` the constants i
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
-import tvm
 from tvm import relax
 from tvm.relax.dpl import is_const, is_op, wildcard
 from tvm.relax.transform import FusionPattern
+
+from .tvm_internals import Constant, constant_array
 
 FLT_MAX = 3.4028234663852886e38
 CONV, ADD, RESHAPE, PRELU = "relax.nn.conv2d", "relax.add", "relax.reshape", "relax.nn.prelu"
@@ -142,7 +143,7 @@ def bias_problem(bias, conv) -> Optional[str]:
 
 
 def _constant(expr) -> np.ndarray:
-    return expr.value.numpy()
+    return constant_array(expr)
 
 
 def per_channel_slope(alpha: np.ndarray, conv, flattened: bool) -> Optional[np.ndarray]:
@@ -172,7 +173,7 @@ def stage_problem(parts: Parts) -> Optional[str]:
         channel_axis = conv.attrs.data_layout.index("C")
         if not parts.flattened and int(parts.activation.attrs.axis) % 4 != channel_axis:
             return "PReLU not along the channels"
-        if not isinstance(alpha, tvm.ir.GenericConst) or per_channel_slope(_constant(alpha), conv, parts.flattened) is None:
+        if not isinstance(alpha, Constant) or per_channel_slope(_constant(alpha), conv, parts.flattened) is None:
             return "PReLU slope not per output channel"
     lo, hi = clamp_bounds(parts.activation)
     if not lo <= hi:

@@ -23,6 +23,8 @@ from tvm.relax.transform import FusionPattern
 
 from tvm_extension.kit.quantization import ROUNDING_TFLITE, ROUNDING_UPWARD, activation_range, quantize_multiplier
 
+from .tvm_internals import constant_array
+
 DEQUANTIZE, QUANTIZE, CONV, ADD, CLIP = "relax.dequantize", "relax.quantize", "relax.nn.conv2d", "relax.add", "relax.clip"
 
 # The requantization of the model's framework (tvm_extension.kit.quantization): TFLite's for a TFLite
@@ -46,7 +48,7 @@ def chain_patterns(target: str, problem: Callable) -> list:
     def check(ctx) -> bool:
         if has_leaking_intermediate_variables(ctx):  # a float intermediate used outside the chain
             return False
-        return problem(chain(ctx.matched_expr, ctx.matched_bindings), lambda expr: expr.value.numpy()) is None
+        return problem(chain(ctx.matched_expr, ctx.matched_bindings), constant_array) is None
 
     entries = []
     for bias in (True, False):
@@ -101,7 +103,7 @@ def fused_chain(func: relax.Function) -> dict:
 def reader(constants) -> Callable:
     """A constant operand's array in a fused function: the call site's argument for a parameter
     (``constants``: the call's constant arguments by parameter, ``Match.constants``)."""
-    return lambda expr: constants[expr] if expr in constants else expr.value.numpy()
+    return lambda expr: constants[expr] if expr in constants else constant_array(expr)
 
 
 def channels(conv) -> int:

@@ -36,6 +36,8 @@ from tvm_extension.tflite_exact.elementwise import tvm_add
 from tvm_extension.tflite_exact.fixed_point import quantize_multiplier, tvm_fixed_point_multiply, tvm_requantize
 from tvm_extension.tflite_exact.graph import relay as ops
 
+from .tvm_internals import Constant, constant_array
+
 _A, _B = wildcard(), wildcard()
 _DQ_A = is_op("relax.dequantize")(_A, is_const(), is_const())
 _DQ_B = is_op("relax.dequantize")(_B, is_const(), is_const())
@@ -47,7 +49,7 @@ _CHAIN = is_op("relax.quantize")(_RELU | _BINARY, is_const(), is_const())
 
 def _scalar(expr):
     """The one value of a constant scale or zero point, else None (per channel)."""
-    value = expr.value.numpy()
+    value = constant_array(expr)
     return value.reshape(-1)[0].item() if value.size == 1 else None
 
 
@@ -92,7 +94,7 @@ def _rewrite(expr, found):
     quantize, parts = expr, (found[_DQ_A], found[_DQ_B])
     dtype = str(quantize.attrs.out_dtype)
     if dtype != "int8" or any(str(found[x].ty.dtype) != "int8" for x in (_A, _B)) or all(
-            isinstance(found[x], tvm.ir.GenericConst) for x in (_A, _B)):
+            isinstance(found[x], Constant) for x in (_A, _B)):
         return expr
     params = [(_scalar(call.args[1]), _scalar(call.args[2])) for call in (*parts, quantize)]
     if any(value is None for pair in params for value in pair):

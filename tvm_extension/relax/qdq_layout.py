@@ -17,6 +17,8 @@ import numpy as np
 from tvm import relax
 from tvm.relax.dpl import is_const, is_op, wildcard
 
+from .tvm_internals import constant_array
+
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
 
 
@@ -39,7 +41,7 @@ def _scalar(expr) -> bool:
 
 def _clamp(found, quantize) -> tuple:
     """The int8 clamp after quantize that computes the ReLU or clip before it (None: no clamp)."""
-    scale, zero = (float(e.value.numpy().reshape(-1)[0]) for e in quantize.args[1:])
+    scale, zero = (float(constant_array(e).reshape(-1)[0]) for e in quantize.args[1:])
     if _RELU in found:
         low, high = 0.0, None
     elif _CLIP in found:
@@ -53,7 +55,7 @@ def _clamp(found, quantize) -> tuple:
 def _rewrite(expr, found):
     conv, quantize = found[_CONV], expr
     a = conv.attrs
-    weights = found[_W].value.numpy()
+    weights = constant_array(found[_W])
     out_channels, in_per_group = weights.shape[:2]
     channels = int(conv.args[0].ty.shape[1])
     depthwise = int(a.groups) == channels == out_channels and in_per_group == 1

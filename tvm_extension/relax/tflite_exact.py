@@ -39,6 +39,8 @@ from tvm_extension.tflite_exact.pooling import exact_average_pool
 from tvm_extension.tflite_exact.softmax import exact_softmax
 from tvm_extension.tflite_exact.tables import logistic_table, lookup, tanh_table
 
+from .tvm_internals import constant_array
+
 FLAG = "--tflite-exact"
 
 
@@ -47,7 +49,7 @@ def _op(expr) -> Optional[str]:
 
 
 def _constant(expr) -> Optional[np.ndarray]:
-    return expr.value.numpy() if isinstance(expr, tvm.ir.GenericConst) else None
+    return constant_array(expr)
 
 
 def _scalar(expr):

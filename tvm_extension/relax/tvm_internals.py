@@ -7,6 +7,10 @@ Upstream is rewriting exactly these (docs/relax.md, "Upstream after 0.27": buffe
 variables, ``buffer_map`` removed, S-TIR, TIRx), so the rest of the engine and the backends'
 ``relax_patterns`` call this module instead of ``tvm.tirx``, and what a new TVM does differently
 stops the compile with one line (``UserError``) rather than writing C that computes something else.
+What the tested releases (``TESTED_VERSIONS``: 0.26 and 0.27) spell differently is settled here too,
+each in one explicit branch: Relax's constants (``Constant``, ``constant_tensor``, ``constant_array``,
+for the whole engine), TIR's string literal, a block region's buffer; and ``round`` is written
+``nearbyint`` for the C target, which 0.26 lowers to ``roundf`` (``_ties_to_even``).
 Imported while ``import tvm`` loads the backends' entry points: ``tvm.s_tir`` is imported where used.
 """
 import math
@@ -22,8 +26,9 @@ from tvm import relax, tirx
 
 from .backends import UserError
 
-# The apache-tvm releases the engine has been run on (the suite: tests/test_relax_*.py).
-TESTED_VERSIONS = ("0.27.0.post1",)
+# The apache-tvm releases the engine has been run on (the suite: tests/test_relax_*.py on 0.27; the
+# zoo on both, outputs equal bit for bit: tests/test_relax_tvm_versions.py, scripts/test.sh --tvm-versions).
+TESTED_VERSIONS = ("0.26.0", "0.27.0.post1")
 _warned = []
 
 
@@ -37,6 +42,37 @@ def check_version(version: str = None, stream=sys.stderr) -> bool:
         stream.write(f"warning: apache-tvm {version}: the Relax engine was tested with apache-tvm "
                      f"{', '.join(TESTED_VERSIONS)}; a compile this engine cannot vouch for stops with an error\n")
     return False
+
+
+# --- What the tested releases spell differently -------------------------------------------------
+
+# Relax's constant: ``tvm.ir.GenericConst`` holding its tensor in ``.value`` in 0.27; ``relax.Constant``
+# holding it in ``.data`` in 0.26.  The engine and the backends use these three, never either spelling.
+if hasattr(tvm.ir, "GenericConst"):  # 0.27
+    Constant = tvm.ir.GenericConst
+    _constant_tensor = lambda const: const.value
+else:  # 0.26
+    Constant = relax.Constant
+    _constant_tensor = lambda const: const.data
+
+
+def constant_tensor(expr):
+    """The value of a Relax constant (a ``tvm.runtime.Tensor``), else None."""
+    return _constant_tensor(expr) if isinstance(expr, Constant) else None
+
+
+def constant_array(expr) -> Optional[np.ndarray]:
+    """The value of a Relax constant tensor as a numpy array, else None."""
+    tensor = constant_tensor(expr)
+    return tensor.numpy() if isinstance(tensor, tvm.runtime.Tensor) else None
+
+
+# TIR's string literal (an assertion's kind and message): ``tvm.ir.StringImm`` in 0.27, ``tirx.StringImm`` in 0.26.
+_StringImm = tvm.ir.StringImm if hasattr(tvm.ir, "StringImm") else tirx.StringImm
+
+# The buffer of a block's read or write region: ``.source`` in 0.27 (a ``tvm.ir.TensorRegion``), ``.buffer``
+# in 0.26 (a ``tirx.BufferRegion``).
+_region_buffer = lambda region: region.source if hasattr(region, "source") else region.buffer
 
 
 # --- TIR for a backend's kernel_call -------------------------------------------------------------
@@ -108,7 +144,7 @@ def checked(status: Expr, message: str) -> Stmt:
     """A check that ``status`` is 0: the operator fails with the kernel's own status otherwise
     (``_returned``: the AOT C returns it; the VM raises ``message``)."""
     # Positional: the constructor takes (condition, kind, message parts), whatever its docstring says.
-    return tirx.AssertStmt(status == 0, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(message)])
+    return tirx.AssertStmt(status == 0, _StringImm("RuntimeError"), [_StringImm(message)])
 
 
 def checked_program(target: str, build: Callable[[Callable], Stmt]) -> Stmt:
@@ -121,10 +157,10 @@ def checked_program(target: str, build: Callable[[Callable], Stmt]) -> Stmt:
     ok = tirx.BufferLoad(status, [0]) == 0
     extern = lambda name, *args: tirx.IfThenElse(
         ok, tirx.BufferStore(status, tirx.call_extern("int32", name + "_linked", *args), [0]), None)
-    message = tvm.ir.StringImm(f"{target}: a call refused its arguments (a non-zero status; the calls after it "
-                               "were skipped)")
+    message = _StringImm(f"{target}: a call refused its arguments (a non-zero status; the calls after it "
+                         "were skipped)")
     return tirx.SeqStmt([tirx.AllocBuffer(status), tirx.BufferStore(status, tirx.const(0, "int32"), [0]), build(extern),
-                         tirx.AssertStmt(ok, tvm.ir.StringImm("RuntimeError"), [message])])
+                         tirx.AssertStmt(ok, _StringImm("RuntimeError"), [message])])
 
 
 def constant_int(expr) -> Optional[int]:
@@ -216,6 +252,15 @@ def _unpacked(func: tirx.PrimFunc) -> Tuple[tirx.PrimFunc, List[int]]:
     return tirx.PrimFunc(params, body, tvm.ir.PrimType("int32"), func.attrs), sizes
 
 
+def _ties_to_even(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with TIR's ``round`` (a quantize's) written ``nearbyint``: halves to even, as LLVM's
+    lowering of ``round`` computes on both releases and the C target's on 0.27 (``nearbyintf``);
+    0.26's C target lowers ``round`` to ``roundf``, halves away from zero (other int8 outputs)."""
+    round_op = tvm.ir.Op.get("tirx.round")
+    even = lambda call: tirx.nearbyint(call.args[0]) if call.op.same_as(round_op) else call
+    return func.with_body(tvm_ffi.structural_map(func.body, (tvm.ir.Call, even)))
+
+
 def _banded(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """A function with one reduction (a conv, a matmul) computed band by band: its epilogue inlined
     into one block, its producers (the padded input) and consumers (the epilogue) moved under the
@@ -244,7 +289,7 @@ def _banded(func: tirx.PrimFunc) -> tirx.PrimFunc:
     blocks = sch.get_child_blocks(sch.get_sblock("root"))
     anchor = sch.get_loops(reductions[0])[1]
     index = [name(b) for b in blocks].index(name(reductions[0]))
-    shape = lambda block: [int(d) for d in sch.get(block).writes[0].source.shape]
+    shape = lambda block: [int(d) for d in _region_buffer(sch.get(block).writes[0]).shape]
     banded = {name(reductions[0])}  # the blocks under the anchor: a block moves only when every block
     for consumer in blocks[index + 1:]:  # it reads from (a consumer) or that reads it (a producer) is there;
         # a consumer only as an epilogue (bias, requantization: the reduction's shape); not a pad after
@@ -317,7 +362,7 @@ def operators_c(mod, prefix: str, headers: List[Path]) -> Tuple[str, Dict[str, L
     lowered = _lowered(tvm.IRModule(funcs), target)
     unpacked, temporaries = {}, {}
     for gv, func in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint):
-        unpacked[gv], temporaries[gv.name_hint] = _unpacked(func)
+        unpacked[gv], temporaries[gv.name_hint] = _unpacked(_ties_to_even(func))
     finish = [tirx.transform.FP8StorageLegalize(), tirx.transform.BF16StorageLegalize(), tirx.transform.LowerIntrin()]
     done = tvm.ir.transform.Sequential(finish)(tvm.IRModule(unpacked))
     done, exact = _marked_floats(done)
