@@ -2,10 +2,10 @@
 ``tvmgen_default_run`` that calls them, for an MLF (``tvm_extension.mlf.layout``).
 
 apache-tvm 0.27 has no AOT executor and gives every C function TVM's packed calling convention
-(argument records, checks, a runtime).  Here each operator's PrimFunc is lowered by the default
-TIR passes up to, not including, ``MakePackedAPI``; its buffer parameters become raw data
-pointers, its temporaries pointer parameters into the workspace and a failed check a returned
-status, so TVM's C code generator prints ``int32_t tvmgen_default_fused_conv2d_relu(float* input,
+(argument records, checks, a runtime).  Here each operator's PrimFunc is lowered by TVM's default
+TIR pipeline without its packed API; its buffer parameters become raw data pointers, its
+temporaries pointer parameters into the workspace and a failed check a returned status (the
+kernel's own), all in ``tvm_internals.operators_c``, so TVM's C code generator prints ``int32_t tvmgen_default_fused_conv2d_relu(float* input,
 float* param_0, float* out, float* pad_temp_ws)``: loops and the backend's calls, no runtime.  Relax's
 ``StaticPlanBlockMemory`` groups the intermediate tensors into storages; a function with one reduction
 (a conv) computes it row by row with its padded input and its epilogue (``_banded``), so its temporaries
