@@ -7,11 +7,9 @@ OTHER_TVM_VERSIONS=(0.26.0)
 TVM_VERSIONS_PYTHON=""
 for TVM_VERSION in "${OTHER_TVM_VERSIONS[@]}"; do
   VERSION_VENV="$ROOT/.venv-relax-${TVM_VERSION%.*}"
-  version_input() {
-    echo "$RELAX_PYTHON apache-tvm==$TVM_VERSION"
-    cat "$ROOT/requirements-relax.lock" "$ROOT/pyproject.toml"
-    for backend in "${RELAX_BACKENDS[@]}"; do cat "$ROOT/$backend/pyproject.toml"; done
-    echo "$ROOT"
+  version_input() {  # .venv-relax's inputs (env.sh's relax_input), and the release
+    echo "apache-tvm==$TVM_VERSION"
+    relax_input
   }
   if [ ! -x "$VERSION_VENV/bin/python" ] || \
       [ "$(cat "$VERSION_VENV/.installed-relax" 2>/dev/null)" != "$(digest <(version_input))" ]; then
