@@ -180,3 +180,20 @@ def test_package_without_extension_class(tmp_path):
     make_extension(tmp_path, "probe_empty", "X", source="VALUE = 1\n")
     with pytest.raises(api.ExtensionError, match="defines no TVMExtension subclass"):
         api.discover([str(tmp_path)], environ={}, python_path=False, entry_points=False)
+
+
+def test_a_backends_own_folder_finds_the_backend():
+    """Where a team works, in its backend's folder installed editable, its backend is found: the
+    folder is on sys.path by the install, not only by ``python -m`` (it was left out, and tvmc
+    run there said "unknown target")."""
+    done = subprocess.run([sys.executable, "-m", "tvm_extension", "list"], cwd=ROOT / "uma_chocolate",
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "tvm_extension.chocolate:ChocolateExtension" in done.stdout, done.stdout
+
+
+def test_a_folder_not_installed_where_the_user_stands_is_not_imported(tmp_path):
+    make_extension(tmp_path, "probe_here", "HereExt")
+    done = subprocess.run([sys.executable, "-m", "tvm_extension", "list"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "probe_here" not in done.stdout and "tvm_extension.chocolate:ChocolateExtension" in done.stdout, done.stdout

@@ -245,12 +245,15 @@ class _Search:
 
 
 def _python_path_portions() -> Iterable[Path]:
-    """Portions on sys.path, except one in the current directory (``python -m`` puts it on
-    sys.path): nothing is imported from where the user happens to stand unless named."""
+    """Portions on sys.path, except one in the current directory that is there only because
+    ``python -m`` put it first: nothing is imported from where the user happens to stand unless
+    named.  A folder installed editable (a backend's own, where its team works) is on sys.path
+    by its ``.pth`` line too, and stays."""
     spec = importlib.util.find_spec(PACKAGE)
     here = Path.cwd().resolve()
+    installed_here = any(Path(p).resolve() == here for p in sys.path[1:] if p)
     for entry in list(spec.submodule_search_locations or []) if spec else []:
-        if Path(entry).resolve().parent != here:
+        if installed_here or Path(entry).resolve().parent != here:
             yield Path(entry)
 
 
