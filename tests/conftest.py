@@ -154,6 +154,21 @@ LONGEST_FIRST = ("test_backend_folders.py::test_backend_folder_alone", "test_swe
                  "test_backend_folders.py::test_new_like", "test_relax_batchnorm.py::")
 
 
-def pytest_collection_modifyitems(items):
+def pytest_addoption(parser):
+    parser.addoption("--exhaustive", action="store_true",
+                     help="also the tests marked exhaustive: every further size, tile shape, network and backend "
+                          "of a capability the default run tests once (scripts/test.sh --exhaustive)")
+
+
+def exhaustive(config) -> bool:
+    return config.getoption("--exhaustive")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not exhaustive(config):
+        left_out = [item for item in items if item.get_closest_marker("exhaustive")]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not item.get_closest_marker("exhaustive")]
     rank = lambda item: next((i for i, prefix in enumerate(LONGEST_FIRST) if prefix in item.nodeid), len(LONGEST_FIRST))
     items.sort(key=rank)  # stable: the rest keep their order

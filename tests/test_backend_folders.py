@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, made_once, new_environment
+from conftest import ROOT, exhaustive, made_once, new_environment
 
 BACKENDS = sorted(p.name for p in ROOT.glob("uma_*") if (p / "pyproject.toml").is_file())
 
@@ -77,15 +77,28 @@ def test_every_backend_has_tests():
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("backend, tests", OWN_TESTS, ids=[f"{b}-{t}" for b, t in OWN_TESTS])
-def test_backend_folder_alone_installs_and_passes_its_tests(tmp_path, shared_folder, framework_wheel, backend, tests):
-    """Each of the folder's test files, in the folder's own installation (one per folder)."""
+def test_backend_folder_alone_installs_and_passes_its_tests(request, tmp_path, shared_folder, framework_wheel, backend,
+                                                           tests):
+    """Each of the folder's test files, in the folder's own installation (one per folder); its
+    tests marked exhaustive only in the exhaustive run."""
     copy, python = installed_alone(backend, shared_folder, framework_wheel)
-    assert_own_tests_pass(python, copy, "--basetemp", tmp_path / "own", f"tests/{tests}")
+    assert_own_tests_pass(python, copy, "--basetemp", tmp_path / "own", *selection(request.config), f"tests/{tests}")
+
+
+def selection(config, marks=()):
+    """pytest's -m for a backend's own tests: ``marks`` left out, and the exhaustive ones but in an exhaustive run."""
+    left_out = list(marks) + ([] if exhaustive(config) else ["exhaustive"])
+    return ["-m", " and ".join(f"not {m}" for m in left_out)] if left_out else []
+
+
+# Vanilla's copy and Chocolate's (RTL, testbenches and Verilator's names renamed too) in the default run
+LIKE = [pytest.param(b.removeprefix("uma_"), marks=[] if b in ("uma_vanilla", "uma_chocolate") else pytest.mark.exhaustive)
+        for b in BACKENDS]
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("example", [b.removeprefix("uma_") for b in BACKENDS])
-def test_new_like_each_example_installs_and_passes_its_tests(tmp_path, framework_wheel, example):
+@pytest.mark.parametrize("example", LIKE)
+def test_new_like_each_example_installs_and_passes_its_tests(request, tmp_path, framework_wheel, example):
     """`new my_npu --like EXAMPLE` copies the example under the new name (target, package, classes,
     C files and symbols, tests): the copy installs alone and its renamed end-to-end tests pass."""
     done = subprocess.run([sys.executable, "-m", "tvm_extension", "new", "my_npu", "--like", example], cwd=tmp_path,
@@ -109,4 +122,4 @@ def test_new_like_each_example_installs_and_passes_its_tests(tmp_path, framework
     tests = sorted(t.name for t in (project / "tests").glob("test_my_npu*.py"))
     end_to_end = [t for t in tests if "end_to_end" in t] or [t for t in tests if t == "test_my_npu.py"] or tests
     assert end_to_end, tests
-    assert_own_tests_pass(python, project, "-m", "not real_model", *(f"tests/{t}" for t in end_to_end))
+    assert_own_tests_pass(python, project, *selection(request.config, ["real_model"]), *(f"tests/{t}" for t in end_to_end))

@@ -4,7 +4,8 @@ instruction count calibrated, and the kernel libraries warning-free for Cortex-M
 
 The default run takes one int8 and one float network on mps2-an386 (Cortex-M4) and
 mps3-an547 (Cortex-M55), Chocolate and Strawberry on one board each.
-TVM_EXTENSION_BOARD_NETWORKS=all runs every real network of the suite with each backend on both.
+The exhaustive run (scripts/test.sh --exhaustive) runs every real network of the suite with each
+backend on both.
 """
 import importlib.util
 import os
@@ -53,7 +54,8 @@ TOO_BIG = {
     ("face_landmark", "plain", "mps3-an547"): r"^the model failed on mps3-an547: error: no memory left for the "
                                               r"442368 bytes of in0.bin$",
 }
-CASES = ALL_CASES if os.environ.get("TVM_EXTENSION_BOARD_NETWORKS") == "all" else DEFAULT_CASES
+CASES = [pytest.param(*case, marks=[] if case in DEFAULT_CASES else pytest.mark.exhaustive, id="-".join(case))
+         for case in ALL_CASES]
 # compiled for a microcontroller: QVanilla's calls take at most 4 KB of scratch each (c/qvanilla.h)
 BOARD_OPTIONS = {"qvanilla": ("--target-qvanilla-scratch_budget=4096",)}
 # ... and on Helium's Cortex-M55 with its dense weights as int8 (the packed8 entry)
@@ -114,7 +116,7 @@ def section_totals(elf):
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("net, backend, board", CASES, ids=["-".join(c) for c in CASES])
+@pytest.mark.parametrize("net, backend, board", CASES)
 def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
     archive = mlf(net, backend, *CORE_OPTIONS.get((backend, board), ()))
     host = build(archive, tmp_path / "host")
@@ -169,8 +171,8 @@ def test_network_on_board_equals_host(tmp_path, mlf, net, backend, board):
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
-@pytest.mark.parametrize("net", sorted(INT8))
+@pytest.mark.parametrize("net, board", [pytest.param(n, b, marks=pytest.mark.exhaustive if (n, b) == (
+    "kws_on_off_int8", "mps2-an386") else []) for n in sorted(INT8) for b in ("mps2-an386", "mps3-an547")])
 def test_tflite_exact_network_on_board_equals_tflite(tmp_path, mlf, net, board):
     """QVanilla's kernels in TFLite's rounding on the boards, the DSP variant (Cortex-M4) and the
     Helium one (Cortex-M55): the zoo's int8 networks' outputs are TFLite's reference kernels', bit for bit."""

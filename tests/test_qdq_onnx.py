@@ -176,7 +176,8 @@ def dense_convs(model):
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("name", list(NETWORKS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.exhaustive) if n == "mtcnn_onet" else n
+                                  for n in NETWORKS])  # O-Net: the same kinds of layer as P-Net, larger
 def test_quantized_mtcnn(tmp_path, name, target):
     """MTCNN quantized by ONNX Runtime (NCHW convs between the models' own NHWC transposes, PReLU
     and pooling between them in float): every conv offloaded, and no transpose left on the CPU,

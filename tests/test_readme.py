@@ -31,7 +31,8 @@ RUN, SHOWN = ("sh", "python"), ("text", "c", "toml")
 CHEAPER = {
     # the suite itself: CI runs it; running it from inside itself would recurse
     "scripts/test.sh     # the test suite (what CI runs)": "",
-    "scripts/test.sh --quick   # the inner loop: every framework module and example backend at least once": "",
+    "scripts/test.sh --quick        # the inner loop: every framework module and example backend at least once": "",
+    "scripts/test.sh --exhaustive   # before a release: every network with every backend, every size and tile shape": "",
     "scripts/test.sh --tvm-versions": "",  # a part of the suite, on another TVM (scripts/test.sh --tvm-versions)
     # two random graphs instead of 2000: the command, the variables and the nested set-up are what is checked
     "TVM_EXTENSION_PROPERTY_EXAMPLES=2000": "TVM_EXTENSION_PROPERTY_EXAMPLES=2",

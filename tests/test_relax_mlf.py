@@ -168,11 +168,17 @@ FLOAT_NETWORKS = ["blazeface", "face_landmark", "kws_on_off_float32", "mtcnn_pne
 INT8_NETWORKS = ["kws_on_off_int8", "kws_dscnn_int8"]
 NETWORKS = ([(n, t) for n in FLOAT_NETWORKS for t in ("vanilla_accelerator", "strawberry")]
             + [(n, t) for n in INT8_NETWORKS for t in ("qvanilla", "chocolate", "c")] + [("mtcnn_onet", "chocolate")])
+# The default run: every network once and every backend on a real network (float ones alternating
+# Vanilla and Strawberry); the other pairs are exhaustive.
+ONCE = {("blazeface", "vanilla_accelerator"), ("face_landmark", "strawberry"), ("kws_on_off_float32", "vanilla_accelerator"),
+        ("mtcnn_pnet", "strawberry"), ("mtcnn_rnet", "vanilla_accelerator"), ("mtcnn_onet", "strawberry"),
+        ("kws_on_off_int8", "qvanilla"), ("kws_dscnn_int8", "chocolate"), ("kws_dscnn_int8", "c"), ("mtcnn_onet", "chocolate")}
 REPORTS = {"strawberry": "STRAWBERRY_REPORT", "chocolate": "CHOCOLATE_REPORT"}  # the hardware models' counters
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("name, target", NETWORKS, ids=[f"{n}-{t}" for n, t in NETWORKS])
+@pytest.mark.parametrize("name, target", [pytest.param(n, t, marks=[] if (n, t) in ONCE else pytest.mark.exhaustive)
+                                           for n, t in NETWORKS], ids=[f"{n}-{t}" for n, t in NETWORKS])
 def test_real_networks_with_a_backend_equal_the_relay_engines_mlf(tmp_path, monkeypatch, name, target):
     """Every network of the zoo, float ones with Vanilla and Strawberry, int8 ones with QVanilla
     (--tflite-exact), Chocolate (TVM's rounding: under --tflite-exact it offloads nothing, on

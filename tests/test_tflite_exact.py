@@ -73,7 +73,7 @@ def check_exact(tmp_path, model, target, made_exact, convs, runs=6, float_range=
     leaves them all on the CPU and says why."""
     options = {"qvanilla": QVANILLA, "chocolate": CHOCOLATE}.get(target, PLAIN_C)
     exact, plain = tmp_path / "exact.tar", tmp_path / "plain.tar"
-    done = run_tvmc("compile", *options, "--tflite-exact", model, "-f", "mlf", "-o", exact)
+    done = run_tvmc("compile", *options, "--tflite-exact", model, "-f", "mlf", "-o", exact, reuse=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"[tflite-exact] made exact: {made_exact}\n" in done.stdout, done.stdout
     assert "not exact" not in done.stdout, done.stdout
@@ -87,7 +87,7 @@ def check_exact(tmp_path, model, target, made_exact, convs, runs=6, float_range=
         assert "[chocolate] offloaded: none in 0 functions" in done.stdout, done.stdout
         reason = "qnn.requantize: the model asks for TFLite's rounding, which this backend does not compute x"
         assert reason in done.stdout, done.stdout
-    done = run_tvmc("compile", *options, model, "-f", "mlf", "-o", plain)
+    done = run_tvmc("compile", *options, model, "-f", "mlf", "-o", plain, reuse=True)  # test_relax_mlf's too
     assert done.returncode == 0, done.stderr[-3000:]
     programs = [build(exact, tmp_path / "b1"), build(plain, tmp_path / "b2")]
     rng = np.random.default_rng(7)
@@ -103,12 +103,17 @@ def check_exact(tmp_path, model, target, made_exact, convs, runs=6, float_range=
     assert differs > 0, "TVM's own arithmetic matched TFLite on every input: the test shows nothing"
 
 
-@pytest.mark.real_model
-@pytest.mark.parametrize("target", ["c", "qvanilla"])
-@pytest.mark.parametrize("name, made_exact, convs", [
+REAL_NETWORKS = [
     ("kws_dscnn_int8", "nn.avg_pool2d x1, nn.softmax x1, qnn.quantize x1, qnn.requantize x10", 9),
     ("kws_on_off_int8", "nn.avg_pool2d x1, nn.softmax x1, qnn.add x24, qnn.requantize x80", 79),  # int8 input
-])
+]
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("name, made_exact, convs, target", [
+    # the larger network on TVM's C alone (its two compiles take minutes): exhaustive
+    pytest.param(*network, target, marks=pytest.mark.exhaustive if (network[0], target) == ("kws_on_off_int8", "c") else [])
+    for target in ("c", "qvanilla") for network in REAL_NETWORKS])
 def test_real_int8_network_equals_the_reference_kernels(tmp_path, name, made_exact, convs, target):
     check_exact(tmp_path, fetch(name), target, made_exact, convs, float_range=(-40, 80))  # DS-CNN's input scale: 0.88
 

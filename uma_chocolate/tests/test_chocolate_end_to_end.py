@@ -94,6 +94,7 @@ def test_kws_dscnn_at_three_tile_sizes(tmp_path, monkeypatch):
 
 
 @pytest.mark.real_model
+@pytest.mark.exhaustive  # the network runs on Chocolate's RTL in the default run (test_chocolate_rtl.py)
 def test_kws_on_off_int8(tmp_path, monkeypatch):
     """Keyword spotting on/off (int8 TFLite, residual blocks): 55 dense convs on the core, 24
     depthwise on the CPU; bit-exact with TVM's CPU build."""
@@ -251,7 +252,8 @@ def test_float_cnn_matches_onnx(tmp_path, monkeypatch):
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("name", list(FLOAT_NETWORKS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.exhaustive) if n == "kws_on_off_float32" else n
+                                  for n in FLOAT_NETWORKS])
 def test_float_real_network(tmp_path, monkeypatch, name):
     shapes, framework_reference, convs = FLOAT_NETWORKS[name]
     model = fetch(name)

@@ -57,7 +57,9 @@ def compile_and_compare(tmp_path, model, framework_reference, offloads, seed=0, 
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("name, offloads", [("kws_dscnn_int8", 9), ("kws_on_off_int8", 79)])  # every conv
+# every conv offloaded; the larger network also runs in the framework's tflite-exact tests
+@pytest.mark.parametrize("name, offloads", [("kws_dscnn_int8", 9),
+                                            pytest.param("kws_on_off_int8", 79, marks=pytest.mark.exhaustive)])
 def test_real_int8_networks(tmp_path, name, offloads):
     compile_and_compare(tmp_path, fetch(name), tflite_reference, offloads)
 
