@@ -1,7 +1,9 @@
 # Sourced by the other scripts with what to set up:
-#   source scripts/env.sh demo   # .venv (Python 3.10) with requirements-demo.lock: the project's dependencies
+#   source scripts/env.sh demo   # .venv (Python 3.10) with requirements-demo.lock: the project's dependencies;
+#                                # where no Python 3.10 is found, .venv-relax instead (the Relax engine)
 #   source scripts/env.sh test   # the same .venv plus the rest of requirements.lock (test references, TensorFlow...),
 #                                # and .venv-relax (the Relax engine, apache-tvm 0.27)
+# RELAY_ENGINE says which: 1 (.venv's tvmc and python first on PATH) or 0 (.venv-relax's).
 # then this project in editable mode.  Each step runs only when its input changed since it last ran there
 # (a stamp file per step in the venv), and prints one line saying what it does.
 # TVM_EXTENSION_VENV=DIR uses another venv.
@@ -34,11 +36,14 @@ find_python310() {
   echo "error: Python 3.10 is needed (TVM's hhb-tvm wheels exist only for 3.10): install it, e.g. 'pyenv install 3.10', or put python3.10 on PATH" >&2
   exit 1
 }
-# The Relax engine's Python: the newest of 3.13, 3.12, 3.11 found (apache-tvm installs on each), else 3.10.
+# The Relax engine's Python: the newest of 3.13, 3.12, 3.11 found (apache-tvm installs on each), else 3.10;
+# the interpreter itself (not a pyenv shim or a link to it), so that the environment is the same one
+# however it was found.
 find_relax_python() {
-  local version
-  for version in 3.13 3.12 3.11; do find_python "$version" | grep . && return; done
-  find_python310
+  local version python
+  for version in 3.13 3.12 3.11; do python="$(find_python "$version")" && [ -n "$python" ] && break; done
+  [ -n "$python" ] || python="$(find_python310)"
+  "$python" -c 'import os, sys; print(os.path.realpath(sys.executable))' 2>/dev/null | grep . || echo "$python"
 }
 
 step() { echo "setup: $*" >&2; }
@@ -47,45 +52,54 @@ digest() { sha256sum < "$1" | cut -d' ' -f1; }
 stale() { [ "$(cat "$VENV/.installed-$1" 2>/dev/null)" != "$(digest "$2")" ]; }
 done_step() { digest "$2" > "$VENV/.installed-$1"; }
 
-if [ ! -x "$VENV/bin/python" ]; then
-  PYTHON="$(find_python310)"
-  step "creating the environment $VENV ($PYTHON)"
-  "$PYTHON" -m venv "$VENV"
+# The Relay engine (hhb-tvm) exists only for Python 3.10; without one the demo runs on the Relax engine.
+RELAY_ENGINE=1
+if [ "$1" = demo ] && [ ! -x "$VENV/bin/python" ] && [ -z "$(find_python 3.10)" ]; then
+  RELAY_ENGINE=0
+  TVM_EXTENSION_WITH_RELAX=1
+  step "no Python 3.10 (the Relay engine's hhb-tvm needs it): the demo runs on the Relax engine (apache-tvm)"
 fi
-PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
-if stale "$1" "$ROOT/$LOCK"; then
-  step "installing $(grep -c '^[^#]' "$ROOT/$LOCK") pinned packages for $PURPOSE ($LOCK)"
-  "${PIP[@]}" -r "$ROOT/$LOCK"
-  done_step "$1" "$ROOT/$LOCK"
-fi
-if stale project "$ROOT/pyproject.toml"; then
-  step "installing this project (editable: $ROOT)"
-  "${PIP[@]}" --no-deps -e "$ROOT"
-  done_step project "$ROOT/pyproject.toml"
-fi
-# The four example backends, each a project of its own (uma_*/pyproject.toml), installed
-# together: tvmc finds them with no flag.
-BACKENDS=(uma_vanilla uma_qvanilla uma_strawberry uma_chocolate)
-BACKEND_PROJECTS="$(cd "$ROOT" && cat "${BACKENDS[@]/%//pyproject.toml}")"
-if stale backends <(echo "$BACKEND_PROJECTS"); then
-  step "installing the example backends (editable: ${BACKENDS[*]})"
-  "${PIP[@]}" --no-deps "${BACKENDS[@]/#/-e$ROOT/}"
-  done_step backends <(echo "$BACKEND_PROJECTS")
-fi
-# The tests also run models on emulated Cortex-M boards (tests/test_board.py): the cross
-# compiler, newlib and QEMU come from the system's packages (not for the demo); ccache keeps the
-# objects of the kernel libraries every test's MLF build compiles again; Verilator and Yosys
-# simulate and synthesize Chocolate's RTL (uma_chocolate/rtl).
-if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system-arm && command -v ccache \
-    && command -v verilator && command -v yosys \
-    && [ -f "$(arm-none-eabi-gcc -print-file-name=rdimon.specs)" ]; } >/dev/null 2>&1; then
-  APT_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm ccache verilator yosys"
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    step "installing the Cortex-M cross compiler, QEMU, ccache, Verilator and Yosys (apt-get install $APT_PACKAGES)"
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        $APT_PACKAGES; } >/dev/null
-  else
-    step "warning: the board tests need a Cortex-M cross compiler and QEMU (and MLF builds use ccache), the RTL tests Verilator and Yosys: sudo apt-get install -y $APT_PACKAGES"
+if [ "$RELAY_ENGINE" = 1 ]; then
+  if [ ! -x "$VENV/bin/python" ]; then
+    PYTHON="$(find_python310)"
+    step "creating the environment $VENV ($PYTHON)"
+    "$PYTHON" -m venv "$VENV"
+  fi
+  PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+  if stale "$1" "$ROOT/$LOCK"; then
+    step "installing $(grep -c '^[^#]' "$ROOT/$LOCK") pinned packages for $PURPOSE ($LOCK)"
+    "${PIP[@]}" -r "$ROOT/$LOCK"
+    done_step "$1" "$ROOT/$LOCK"
+  fi
+  if stale project "$ROOT/pyproject.toml"; then
+    step "installing this project (editable: $ROOT)"
+    "${PIP[@]}" --no-deps -e "$ROOT"
+    done_step project "$ROOT/pyproject.toml"
+  fi
+  # The four example backends, each a project of its own (uma_*/pyproject.toml), installed
+  # together: tvmc finds them with no flag.
+  BACKENDS=(uma_vanilla uma_qvanilla uma_strawberry uma_chocolate)
+  BACKEND_PROJECTS="$(cd "$ROOT" && cat "${BACKENDS[@]/%//pyproject.toml}")"
+  if stale backends <(echo "$BACKEND_PROJECTS"); then
+    step "installing the example backends (editable: ${BACKENDS[*]})"
+    "${PIP[@]}" --no-deps "${BACKENDS[@]/#/-e$ROOT/}"
+    done_step backends <(echo "$BACKEND_PROJECTS")
+  fi
+  # The tests also run models on emulated Cortex-M boards (tests/test_board.py): the cross
+  # compiler, newlib and QEMU come from the system's packages (not for the demo); ccache keeps the
+  # objects of the kernel libraries every test's MLF build compiles again; Verilator and Yosys
+  # simulate and synthesize Chocolate's RTL (uma_chocolate/rtl).
+  if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system-arm && command -v ccache \
+      && command -v verilator && command -v yosys \
+      && [ -f "$(arm-none-eabi-gcc -print-file-name=rdimon.specs)" ]; } >/dev/null 2>&1; then
+    APT_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm ccache verilator yosys"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      step "installing the Cortex-M cross compiler, QEMU, ccache, Verilator and Yosys (apt-get install $APT_PACKAGES)"
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+          $APT_PACKAGES; } >/dev/null
+    else
+      step "warning: the board tests need a Cortex-M cross compiler and QEMU (and MLF builds use ccache), the RTL tests Verilator and Yosys: sudo apt-get install -y $APT_PACKAGES"
+    fi
   fi
 fi
 # The Relax engine (tvm_extension/relax, docs/relax.md) runs on apache-tvm 0.27, whose package is
@@ -120,4 +134,4 @@ if [ "$1" = test ] || [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; then
     digest <(relax_input) > "$RELAX_VENV/.installed-relax"
   fi
 fi
-export PATH="$VENV/bin:$PATH"
+if [ "$RELAY_ENGINE" = 1 ]; then export PATH="$VENV/bin:$PATH"; else export PATH="$RELAX_VENV/bin:$PATH"; fi

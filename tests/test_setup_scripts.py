@@ -153,3 +153,44 @@ def test_setup_steps_say_what_they_do_and_run_once(tmp_path):
     assert setup("test")[1] == [f"python3.13 -m venv {relax_venv}", f"{pip} -r {root}/requirements-relax.lock",
                                 f"{pip} --no-deps -e{root} " + " ".join(f"-e{root}/{b}" for b in BACKENDS)]
     assert not (relax_venv / "stale").exists() and setup("test") == ([], [])
+
+
+def test_the_demo_runs_on_the_relax_engine_where_no_python_3_10_is_found(tmp_path):
+    """A machine whose Pythons are 3.11-3.13 only (Debian 13, Ubuntu 24.04): scripts/demo.sh, the
+    README's first command, says in one line that it runs on the Relax engine and runs the mission's
+    command there (tvmc compile ... --experimental-tvm-extension ... -f mlf), the MLF built with gcc,
+    run and checked against onnx.reference, then the Relax VM's library.  No Python 3.10 is in
+    sight: not on PATH, not through pyenv; the interpreter the Relax environment was made with is
+    the only one a stand-in pyenv holds (so the suite's .venv-relax is used as it is)."""
+    relax_venv = ROOT / ".venv-relax"
+    interpreter = Path((relax_venv / ".python").read_text().strip())
+    version = re.fullmatch(r"python(3\.\d+)", interpreter.name).group(1)
+    pyenv = tmp_path / "pyenv" / "versions" / version / "bin"
+    pyenv.mkdir(parents=True)
+    (pyenv / interpreter.name).symlink_to(interpreter)
+    folders = [p for p in os.environ["PATH"].split(os.pathsep) if p and ".pyenv" not in p and ".venv" not in p]
+    with_310 = [p for p in folders if (Path(p) / "python3.10").exists()]
+    assert not with_310, f"this machine's {with_310} hold python3.10, which this test cannot hide"
+    env = dict(os.environ, PATH=os.pathsep.join(folders), PYENV_ROOT=str(tmp_path / "pyenv"),
+               TVM_EXTENSION_VENV=str(tmp_path / "no-venv"))
+    for name in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "TVM_EXTENSION_BUILD_CACHE", "CC", "CXX"):
+        env.pop(name, None)
+    # The suite's .venv-relax is shared with the other tests: the demo must find the very interpreter
+    # it was made with (else env.sh makes it anew under them); env.sh's own search says which it finds.
+    search = "; ".join(f'source <(sed -n "/^{f}() {{/,/^}}/p" scripts/env.sh)'
+                       for f in ("find_python", "find_python310", "find_relax_python"))
+    found = subprocess.run(["bash", "-c", f"{search}; find_relax_python"], cwd=ROOT, env=env, capture_output=True,
+                           text=True).stdout.strip()
+    assert found == str(interpreter), (found, interpreter)
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "demo.sh"), str(EXAMPLES / "models" / "cnn.onnx"),
+                           str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    said = [line for line in done.stderr.splitlines() if line.startswith(("setup:", "error:"))]
+    assert said == ["setup: no Python 3.10 (the Relay engine's hhb-tvm needs it): the demo runs on the Relax engine "
+                    "(apache-tvm)"], said  # and nothing set up again: the suite's environment as it is
+    assert not (tmp_path / "no-venv").exists()
+    assert f"{relax_venv}/bin/tvmc compile --target vanilla_accelerator --experimental-tvm-extension" in \
+        done.stderr.replace("+ tvmc", f"+ {relax_venv}/bin/tvmc"), done.stderr[-2000:]
+    assert "offloaded convolutions (vanilla_conv2d* calls): 3" in done.stdout
+    checked = re.findall(r"max \|(MLF|output) - onnx.reference\| = (\S+) \(tolerance", done.stdout)
+    assert [kind for kind, _ in checked] == ["MLF", "output"] and all(float(v) <= 1e-4 for _, v in checked), done.stdout
