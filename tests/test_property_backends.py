@@ -1,7 +1,9 @@
 """What is offloaded runs: random conv graphs for every example backend, at random values of
 its target attributes (drawn from its ``target_attr_ranges``), compiled by plain tvmc, built with
 gcc and run: every kernel call returns status 0 and the outputs match an independent reference
-(float: ONNX Runtime within float tolerance; int8: TVM's own CPU build, bit for bit).
+(float: ONNX Runtime within float tolerance; int8: TVM's own CPU build, bit for bit).  Each graph
+is compiled by both engines: the Relax engine's MLF matches the same reference (int8: equal to the
+Relay engine's MLF, bit for bit).
 
 The graphs are those of test_property_graphs.py, with windows at and beyond the kernels' limits:
 kernels up to 9x9 (a 9x9 depthwise conv has more taps than Vanilla's depthwise buffer), and pads
@@ -17,6 +19,7 @@ from hypothesis import HealthCheck, assume, given, seed, settings
 from hypothesis import strategies as st
 
 from conftest import VANILLA_EXT, assert_close, onnx_reference, onnxruntime_reference, run_tvmc, tvm_cpu_reference
+from test_relax_engine import relax_engine
 from test_property_graphs import (EXAMPLES, SEED, _layer, _out_size, conv_layer, float_model, int8_layer,
                                   offloaded_convs, qdq_model)
 from tvm_extension.mlf import build
@@ -92,11 +95,25 @@ def chocolate_attrs(draw):
 
 
 def compile_for(target, attrs, model, out):
+    """The model's MLF on both engines: out (Relay) and out_relax.tar (Relax); the Relay engine's report."""
     flags = [f"--target-{target}-{attr}={value}" for attr, value in attrs.items()]
     done = run_tvmc("compile", "--target", target, "--experimental-tvm-extension", VANILLA_EXT, model, *flags,
                     "-f", "mlf", "-o", out)
     assert done.returncode == 0, f"{attrs}\n{done.stderr[-2000:]}"
+    relax = relax_engine("compile", "--target", target, "--experimental-tvm-extension", VANILLA_EXT, model, *flags,
+                         "-f", "mlf", "-o", relax_archive(out), cwd=out.parent)
+    assert relax.returncode == 0, f"the Relax engine, {attrs}\n{relax.stderr[-2000:]}"
     return done
+
+
+def relax_archive(out):
+    return out.with_name(out.stem + "_relax.tar")
+
+
+def run_both(out, inputs):
+    """The output of the MLF of each engine (compile_for), built with gcc and run: (Relay's, Relax's)."""
+    return tuple(build(archive, out.parent / f"build_{archive.stem}").run(inputs)[0]["output"]
+                 for archive in (out, relax_archive(out)))
 
 
 def check_float(target, spec, attrs, tmp_path, reference=onnxruntime_reference):
@@ -105,9 +122,10 @@ def check_float(target, spec, attrs, tmp_path, reference=onnxruntime_reference):
     model = float_model(spec, tmp_path / "model.onnx")
     done = compile_for(target, attrs, model, tmp_path / "model.tar")
     x = np.random.default_rng(spec["seed"]).standard_normal(spec["input"]).astype(np.float32)
-    got = build(tmp_path / "model.tar", tmp_path / "build").run({"input": x})[0]["output"]
+    got, got_relax = run_both(tmp_path / "model.tar", {"input": x})
     (expected,) = reference(model, {"input": x})
     assert_close(got, expected, what=f"{spec} {attrs}")
+    assert_close(got_relax, expected, what=f"the Relax engine: {spec} {attrs}")
     return done.stdout
 
 
@@ -117,9 +135,10 @@ def check_int8(target, spec, attrs, tmp_path):
     model = qdq_model(spec, tmp_path / "model.onnx")
     done = compile_for(target, attrs, model, tmp_path / "model.tar")
     x = np.random.default_rng(spec["seed"]).integers(-128, 128, spec["input"]).astype(np.int8)
-    got = build(tmp_path / "model.tar", tmp_path / "build").run({"input": x})[0]["output"]
+    got, got_relax = run_both(tmp_path / "model.tar", {"input": x})
     (reference,) = tvm_cpu_reference(model, {"input": x}, integer_graph=True)
     assert np.array_equal(got, reference), f"not bit-exact: {spec} {attrs}"
+    assert np.array_equal(got_relax, got), f"the Relax engine's MLF differs from the Relay engine's: {spec} {attrs}"
     return done.stdout
 
 
