@@ -3,6 +3,7 @@ new tvmc process gives, and the build cache reuses a build only for the same com
 code: an edit to a backend's C or patterns is rebuilt."""
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -112,3 +113,18 @@ def test_no_cache_no_reuse(tmp_path, monkeypatch):
     monkeypatch.delenv(build_cache.ENV_VARIABLE, raising=False)
     done = run_tvmc(*COMPILE, tmp_path / "o.tar", reuse=True)
     assert done.returncode == 0 and not hasattr(done, "reused")
+
+
+def test_the_exhaustive_tier_runs_only_when_asked():
+    """Tests marked exhaustive (further pairings of what the default run tests once) are deselected
+    by default and collected with --exhaustive (scripts/test.sh --exhaustive)."""
+    def collected(*extra):
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               "tests/test_board.py", *extra], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        return {line for line in done.stdout.splitlines() if "::" in line}
+
+    default, every = collected(), collected("--exhaustive")
+    assert default < every
+    assert "tests/test_board.py::test_network_on_board_equals_host[face_landmark-vanilla-mps2-an386]" in every - default
+    assert "tests/test_board.py::test_network_on_board_equals_host[mtcnn_pnet-vanilla-mps2-an386]" in default
