@@ -91,9 +91,14 @@ def workspace(tmp_path_factory):
         ".git", ".venv", ".venv-relax", "out", "build", "__pycache__", ".pytest_cache", ".pkl_memoize_py3", "*.egg-info"))
     venv = work / ".venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    packages = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import site; print(site.getsitepackages()[0])"],
-                                   capture_output=True, text=True, check=True).stdout.strip())
-    (packages / "shared_packages.pth").write_text(site.getsitepackages()[0] + "\n")
+    (site_packages(venv) / "shared_packages.pth").write_text(site.getsitepackages()[0] + "\n")
+    # The Relax engine's environment likewise: the suite's packages seen through a .pth line, made with
+    # the same interpreter (env.sh then installs only the workspace's projects into it)
+    suite_relax = ROOT / ".venv-relax"
+    interpreter = (suite_relax / ".python").read_text().strip()
+    subprocess.run([interpreter, "-m", "venv", "--without-pip", str(work / ".venv-relax")], check=True)
+    (site_packages(work / ".venv-relax") / "shared_packages.pth").write_text(f"{site_packages(suite_relax)}\n")
+    (work / ".venv-relax" / ".python").write_text(interpreter + "\n")
     _wrapper(venv / "bin" / "tvmc", "tvm.driver.tvmc")
     _wrapper(venv / "bin" / "pytest", "pytest")
     for name, source in PLACEHOLDERS.items():
@@ -106,6 +111,11 @@ def workspace(tmp_path_factory):
     done = subprocess.run(["bash", "-c", "source scripts/env.sh demo"], cwd=work, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     return work, env
+
+
+def site_packages(venv: Path) -> Path:
+    return Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import site; print(site.getsitepackages()[0])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
 
 
 def _run(block: str, language: str, work: Path, env) -> subprocess.CompletedProcess:
