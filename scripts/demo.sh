@@ -10,9 +10,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh" demo
 MODEL="${1:-$ROOT/examples/models/cnn.onnx}"
 OUT="${2:-$ROOT/out}"
 mkdir -p "$OUT"
-if [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; then
-  export PATH="$RELAX_VENV/bin:$PATH"  # its tvmc is this project's, on apache-tvm
-fi
 set -x
 tvmc compile --target vanilla_accelerator --experimental-tvm-extension "$ROOT/uma_vanilla" \
   "$MODEL" -f mlf -o "$OUT/model.tar"

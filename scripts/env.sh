@@ -3,7 +3,6 @@
 #                                # where no Python 3.10 is found, .venv-relax instead (the Relax engine)
 #   source scripts/env.sh test   # the same .venv plus the rest of requirements.lock (test references, TensorFlow...),
 #                                # and .venv-relax (the Relax engine, apache-tvm 0.27)
-# RELAY_ENGINE says which: 1 (.venv's tvmc and python first on PATH) or 0 (.venv-relax's).
 # then this project in editable mode.  Each step runs only when its input changed since it last ran there
 # (a stamp file per step in the venv), and prints one line saying what it does.
 # TVM_EXTENSION_VENV=DIR uses another venv.
@@ -134,4 +133,6 @@ if [ "$1" = test ] || [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; then
     digest <(relax_input) > "$RELAX_VENV/.installed-relax"
   fi
 fi
-if [ "$RELAY_ENGINE" = 1 ]; then export PATH="$VENV/bin:$PATH"; else export PATH="$RELAX_VENV/bin:$PATH"; fi
+# The demo on the Relax engine (no Python 3.10, or --relax) finds .venv-relax's tvmc and python first.
+if [ "$1" = demo ] && [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; then export PATH="$RELAX_VENV/bin:$PATH"
+else export PATH="$VENV/bin:$PATH"; fi
