@@ -36,6 +36,30 @@ def tvmc():
     return run_tvmc
 
 
+# The zoo's float networks' inputs (the MTCNN files leave the spatial size open: tvmc's --input-shapes fixes it)
+ZOO_FLOAT_INPUTS = {
+    "blazeface": {"input": (1, 128, 128, 3)},
+    "kws_on_off_float32": {"serving_default_input_1:0": (1, 98, 1, 104)},
+    "face_landmark": {"input_1": (1, 192, 192, 3)},
+    "mtcnn_pnet": {"input_1": (1, 24, 24, 3)},
+    "mtcnn_rnet": {"input_2": (1, 24, 24, 3)},
+    "mtcnn_onet": {"input_3": (1, 48, 48, 3)},
+}
+
+
+def shapes_option(shapes: dict) -> str:
+    """tvmc's --input-shapes value of {name: shape}."""
+    return " ".join(f"{name}:[{','.join(map(str, shape))}]" for name, shape in shapes.items())
+
+
+def vanilla_relay_mlf(name: str, out: Path):
+    """The mission's command (Vanilla, its folder named) on a zoo float network: the same command
+    in every test that compares with it, so the run compiles it once (the build cache)."""
+    return run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", VANILLA_EXT,
+                    "--input-shapes", shapes_option(ZOO_FLOAT_INPUTS[name]), fetch(name), "-f", "mlf", "-o", out,
+                    reuse=True)
+
+
 def without_example_backends(module: str, *args) -> list:
     """``python -m module args`` in an environment where the four example backends, installed
     beside the framework (scripts/env.sh), are out of sight: a machine with only the framework."""

@@ -42,7 +42,7 @@ CHEAPER = {
 }
 PLACEHOLDERS = {  # file the README names -> the real model behind it
     "model.onnx": lambda: MODELS / "cnn.onnx",
-    "model.tflite": lambda: fetch("kws_on_off_float32"),
+    "model.tflite": lambda: fetch("blazeface"),  # the zoo's smallest float TFLite network
     "kws.tflite": lambda: fetch("kws_dscnn_int8"),
     "keyword_spotting.tflite": lambda: fetch("kws_dscnn_int8"),
 }

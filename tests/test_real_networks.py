@@ -7,38 +7,34 @@ import numpy as np
 import pytest
 
 from conftest import (
-    VANILLA_EXT, assert_close, kernel_calls, mlf_sources, onnxruntime_reference, run_tvmc, tflite_reference,
-    tvm_cpu_reference,
+    ZOO_FLOAT_INPUTS, assert_close, kernel_calls, mlf_sources, onnxruntime_reference, tflite_reference,
+    tvm_cpu_reference, vanilla_relay_mlf,
 )
 from tvm_extension.testing.model_zoo import fetch
 from tvm_extension.mlf import build
 
 pytestmark = pytest.mark.real_model
 
-# name: input shapes, framework reference, convs offloaded (every one of the network's: dense,
+# name: framework reference, convs offloaded (every one of the network's: dense,
 # depthwise, strided, "valid" and asymmetric padding; a regression that offloads fewer fails),
 # and an output-stage operator the calls must have taken with them.
 NETWORKS = {
-    "blazeface": ({"input": (1, 128, 128, 3)}, tflite_reference, 37, "add x16"),
-    "kws_on_off_float32": ({"serving_default_input_1:0": (1, 98, 1, 104)}, tflite_reference, 79, "add x24"),
+    "blazeface": (tflite_reference, 37, "add x16"),
+    "kws_on_off_float32": (tflite_reference, 79, "add x24"),
     # TFLite's PReLU, imported flattened, is folded back per channel and offloaded with its conv.
-    "face_landmark": ({"input_1": (1, 192, 192, 3)}, tflite_reference, 45, "nn.prelu x23"),
-    "mtcnn_pnet": ({"input_1": (1, 24, 24, 3)}, onnxruntime_reference, 5, "nn.prelu x3"),
-    "mtcnn_onet": ({"input_3": (1, 48, 48, 3)}, onnxruntime_reference, 4, "nn.prelu x4"),
+    "face_landmark": (tflite_reference, 45, "nn.prelu x23"),
+    "mtcnn_pnet": (onnxruntime_reference, 5, "nn.prelu x3"),
+    "mtcnn_onet": (onnxruntime_reference, 4, "nn.prelu x4"),
 }
-
-
-def shapes_option(shapes):
-    return " ".join(f"{name}:[{','.join(map(str, shape))}]" for name, shape in shapes.items())
 
 
 @pytest.mark.parametrize("name", list(NETWORKS))
 def test_network(tmp_path, name):
-    shapes, framework_reference, expected_convs, fused = NETWORKS[name]
+    framework_reference, expected_convs, fused = NETWORKS[name]
+    shapes = ZOO_FLOAT_INPUTS[name]
     model = fetch(name)
     out = tmp_path / "model.tar"
-    done = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", VANILLA_EXT,
-                    "--input-shapes", shapes_option(shapes), model, "-f", "mlf", "-o", out)
+    done = vanilla_relay_mlf(name, out)
     assert done.returncode == 0, done.stderr[-2000:]
 
     # The offload report and the generated C agree: one kernel call per offloaded conv, no loops.

@@ -277,11 +277,12 @@ def test_real_float_network(tmp_path, name):
     """Every conv of the network is a call of Vanilla's C API in the library; its outputs agree with
     the framework's interpreter and with the Relay engine's MLF on the same inputs (1e-4 of the
     output's scale: float32 sums in other orders)."""
-    from conftest import VANILLA_EXT, assert_close, onnxruntime_reference, run_tvmc, tflite_reference
+    from conftest import ZOO_FLOAT_INPUTS, assert_close, onnxruntime_reference, tflite_reference, vanilla_relay_mlf
     from tvm_extension.mlf import build
     from tvm_extension.testing.model_zoo import fetch
 
     shapes, framework, offloaded, sites = REAL_NETWORKS[name]
+    assert shapes == ZOO_FLOAT_INPUTS[name]
     model, library = fetch(name), tmp_path / "model.so"
     environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     done = subprocess.run([str(RELAX_PYTHON), "-c", COMPILE, str(model), str(library), repr(shapes)], cwd=tmp_path,
@@ -299,9 +300,7 @@ def test_real_float_network(tmp_path, name):
     inputs = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
     got = relax_outputs(library, inputs, tmp_path)
     expected = (tflite_reference if framework == "tflite" else onnxruntime_reference)(model, inputs)
-    relay = run_tvmc("compile", "--target", "vanilla_accelerator", "--experimental-tvm-extension", VANILLA_EXT,
-                     "--input-shapes", " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in shapes.items()),
-                     model, "-f", "mlf", "-o", tmp_path / "model.tar")
+    relay = vanilla_relay_mlf(name, tmp_path / "model.tar")
     assert relay.returncode == 0, relay.stderr[-2000:]
     relay_outputs = list(build(tmp_path / "model.tar", tmp_path / "build").run(inputs)[0].values())
     assert len(got) == len(expected) == len(relay_outputs) >= 1

@@ -11,6 +11,8 @@ import pytest
 
 from conftest import ROOT, fetch
 
+pytestmark = pytest.mark.xdist_group("relax_install")  # one worker: the tests share one new environment
+
 RELAX_PYTHON = ROOT / ".venv-relax" / "bin" / "python"
 
 REFERENCE = """
@@ -71,19 +73,23 @@ def test_framework_and_backend_install_on_current_python_and_make_an_mlf(fresh_v
     assert np.array_equal(got, expected), np.abs(got.astype(np.int32) - expected).max()
 
 
+# The --int8 scaffold compiles and runs on both engines in the default run
+# (test_relax_tflite_exact.py); its own tests on apache-tvm here are exhaustive.
+PROJECTS = {"my_npu": [], "my_dma": ["--like", "strawberry"], "my_int8": ["--int8"]}
+
+
 @pytest.mark.real_model
-def test_new_projects_install_and_pass_their_own_tests_on_apache_tvm(fresh_venv, tmp_path):
-    """python -m tvm_extension new (float, --int8, --like strawberry) on apache-tvm: each project
-    pip-installs (a wheel) beside the framework and passes its own tests, which run tvmc there."""
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.exhaustive if n == "my_int8" else [])
+                                  for n in PROJECTS])
+def test_a_new_project_installs_and_passes_its_own_tests_on_apache_tvm(fresh_venv, tmp_path, name):
+    """python -m tvm_extension new (float, --like strawberry, --int8) on apache-tvm: the project
+    pip-installs (a wheel) beside the framework, is listed, and passes its own tests, which run tvmc there."""
     python = fresh_venv / "bin" / "python"
-    listing = run(python, "-m", "tvm_extension", "list", cwd=tmp_path)
-    assert "target qvanilla: scratch_budget=0" in listing, listing  # the backend installed with it, found
-    projects = {"my_npu": [], "my_int8": ["--int8"], "my_dma": ["--like", "strawberry"]}
-    for name, options in projects.items():
-        printed = run(python, "-m", "tvm_extension", "new", name, *options, cwd=tmp_path)
-        assert f"pip install './{name}[test,relax]'" in printed, printed
+    printed = run(python, "-m", "tvm_extension", "new", name, *PROJECTS[name], cwd=tmp_path)
+    assert f"pip install './{name}[test,relax]'" in printed, printed
     run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", ROOT / "requirements-relax.lock",
-        *(f"./{name}[test,relax]" for name in projects), cwd=tmp_path)
-    for name in projects:
-        outcome = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests", cwd=tmp_path / name)
-        assert " passed" in outcome and "failed" not in outcome, outcome
+        f"./{name}[test,relax]", cwd=tmp_path)
+    listing = run(python, "-m", "tvm_extension", "list", cwd=tmp_path)
+    assert "target qvanilla: scratch_budget=0" in listing and f"target {name}" in listing, listing
+    outcome = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests", cwd=tmp_path / name)
+    assert " passed" in outcome and "failed" not in outcome, outcome

@@ -13,7 +13,8 @@ import numpy as np
 import onnx
 import pytest
 
-from conftest import MODELS, assert_close, fetch, onnx_reference, random_inputs, run_tvmc, tflite_reference
+from conftest import (MODELS, ZOO_FLOAT_INPUTS, assert_close, fetch, onnx_reference, random_inputs, run_tvmc,
+                      shapes_option, tflite_reference, vanilla_relay_mlf)
 from tvm_extension.testing import PLAIN_C
 from test_relax_engine import RELAX_PYTHON, relax_engine
 from tvm_extension.mlf import build
@@ -162,8 +163,7 @@ def test_vanillas_kernels_in_the_relax_mlf(tmp_path):
     np.testing.assert_allclose(got, onnx_reference(CNN, inputs)[0], rtol=1e-5, atol=1e-6)
 
 
-SHAPES = {"mtcnn_pnet": "input_1:[1,24,24,3]", "mtcnn_rnet": "input_2:[1,24,24,3]",
-          "mtcnn_onet": "input_3:[1,48,48,3]"}  # tvmc's --input-shapes (dynamic in the files)
+SHAPES = {n: shapes_option(ZOO_FLOAT_INPUTS[n]) for n in ("mtcnn_pnet", "mtcnn_rnet", "mtcnn_onet")}  # dynamic in the files
 FLOAT_NETWORKS = ["blazeface", "face_landmark", "kws_on_off_float32", "mtcnn_pnet", "mtcnn_rnet", "mtcnn_onet"]
 INT8_NETWORKS = ["kws_on_off_int8", "kws_dscnn_int8"]
 NETWORKS = ([(n, t) for n in FLOAT_NETWORKS for t in ("vanilla_accelerator", "strawberry")]
@@ -192,7 +192,8 @@ def test_real_networks_with_a_backend_equal_the_relay_engines_mlf(tmp_path, monk
         ["--tflite-exact"] if target == "qvanilla" else [])
     relax = relax_mlf(model, tmp_path / "relax.tar", target, *options)
     relay_target = RELAY_PLAIN_C if target == "c" else ["--target", target]
-    done = run_tvmc("compile", *relay_target, *options, model, "-f", "mlf", "-o", tmp_path / "relay.tar", reuse=True)
+    done = vanilla_relay_mlf(name, tmp_path / "relay.tar") if target == "vanilla_accelerator" else run_tvmc(
+        "compile", *relay_target, *options, model, "-f", "mlf", "-o", tmp_path / "relay.tar", reuse=True)
     assert done.returncode == 0, done.stderr[-2000:]
     programs = {"relax": build(relax, tmp_path / "relax"), "relay": build(tmp_path / "relay.tar", tmp_path / "relay")}
     rng = np.random.default_rng(9)

@@ -94,7 +94,7 @@ def test_kws_dscnn_at_three_tile_sizes(tmp_path, monkeypatch):
 
 
 @pytest.mark.real_model
-@pytest.mark.exhaustive  # the network runs on Chocolate's RTL in the default run (test_chocolate_rtl.py)
+@pytest.mark.exhaustive  # the default run: DS-CNN here and on the RTL, the residual network on QVanilla
 def test_kws_on_off_int8(tmp_path, monkeypatch):
     """Keyword spotting on/off (int8 TFLite, residual blocks): 55 dense convs on the core, 24
     depthwise on the CPU; bit-exact with TVM's CPU build."""
