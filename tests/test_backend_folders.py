@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, exhaustive, made_once, new_environment
+from conftest import ROOT, exhaustive, new_environment
 
 BACKENDS = sorted(p.name for p in ROOT.glob("uma_*") if (p / "pyproject.toml").is_file())
 
@@ -56,33 +56,27 @@ def assert_own_tests_pass(python: Path, project: Path, *arguments):
     assert " passed" in summary and "failed" not in summary and "error" not in summary, done.stdout[-3000:]
 
 
-def installed_alone(backend: str, shared_folder: Path, framework_wheel: Path):
-    """The folder of ``backend`` copied alone and installed in an environment of its own, once per
-    run (the test files that use it may run in several workers): (the copy, its python)."""
-    def install(folder):
-        copy = folder / backend
-        shutil.copytree(ROOT / backend, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
-        assert_alone(install_alone(copy, folder, framework_wheel), backend)
-
-    folder = made_once(shared_folder, f"alone-{backend}", install)
-    return folder / backend, folder / "venv" / "bin" / "python"
-
-
-OWN_TESTS = [(b, t.name) for b in BACKENDS for t in sorted((ROOT / b / "tests").glob("test_*.py"))]
+def installed_alone(backend: str, work: Path, framework_wheel: Path):
+    """The folder of ``backend`` copied alone into ``work`` and installed in an environment of its
+    own: (the copy, its python)."""
+    copy = work / backend
+    shutil.copytree(ROOT / backend, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    python = install_alone(copy, work, framework_wheel)
+    assert_alone(python, backend)
+    return copy, python
 
 
 def test_every_backend_has_tests():
-    assert {b for b, _ in OWN_TESTS} == set(BACKENDS)
+    assert all(sorted((ROOT / b / "tests").glob("test_*.py")) for b in BACKENDS)
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("backend, tests", OWN_TESTS, ids=[f"{b}-{t}" for b, t in OWN_TESTS])
-def test_backend_folder_alone_installs_and_passes_its_tests(request, tmp_path, shared_folder, framework_wheel, backend,
-                                                           tests):
-    """Each of the folder's test files, in the folder's own installation (one per folder); its
-    tests marked exhaustive only in the exhaustive run."""
-    copy, python = installed_alone(backend, shared_folder, framework_wheel)
-    assert_own_tests_pass(python, copy, "--basetemp", tmp_path / "own", *selection(request.config), f"tests/{tests}")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backend_folder_alone_installs_and_passes_its_tests(request, tmp_path, framework_wheel, backend):
+    """The folder's tests, all in one pytest as its team runs them, in the folder's own
+    installation; its tests marked exhaustive only in the exhaustive run."""
+    copy, python = installed_alone(backend, tmp_path, framework_wheel)
+    assert_own_tests_pass(python, copy, "--basetemp", tmp_path / "own", *selection(request.config), "tests")
 
 
 def selection(config, marks=()):

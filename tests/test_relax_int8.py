@@ -103,8 +103,9 @@ def model_inputs(model, rng, float_range):
 
 
 def relay_engine(model, work):
-    """The Relay engine's MLF of ``model`` for QVanilla (tvmc), built for this host."""
-    done = run_tvmc("compile", "--target", "qvanilla", model, "-f", "mlf", "-o", work / "relay.tar")
+    """The Relay engine's MLF of ``model`` for QVanilla (tvmc), built for this host (test_tflite_exact's
+    compile too: the run's build cache has it once)."""
+    done = run_tvmc("compile", "--target", "qvanilla", model, "-f", "mlf", "-o", work / "relay.tar", reuse=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return build(work / "relay.tar", work / "relay")
 
