@@ -73,14 +73,11 @@ def test_framework_and_backend_install_on_current_python_and_make_an_mlf(fresh_v
     assert np.array_equal(got, expected), np.abs(got.astype(np.int32) - expected).max()
 
 
-# The --int8 scaffold compiles and runs on both engines in the default run
-# (test_relax_tflite_exact.py); its own tests on apache-tvm here are exhaustive.
-PROJECTS = {"my_npu": [], "my_dma": ["--like", "strawberry"], "my_int8": ["--int8"]}
+PROJECTS = {"my_npu": [], "my_int8": ["--int8"], "my_dma": ["--like", "strawberry"]}
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.exhaustive if n == "my_int8" else [])
-                                  for n in PROJECTS])
+@pytest.mark.parametrize("name", list(PROJECTS))
 def test_a_new_project_installs_and_passes_its_own_tests_on_apache_tvm(fresh_venv, tmp_path, name):
     """python -m tvm_extension new (float, --like strawberry, --int8) on apache-tvm: the project
     pip-installs (a wheel) beside the framework, is listed, and passes its own tests, which run tvmc there."""
