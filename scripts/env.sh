@@ -51,12 +51,17 @@ digest() { sha256sum < "$1" | cut -d' ' -f1; }
 stale() { [ "$(cat "$VENV/.installed-$1" 2>/dev/null)" != "$(digest "$2")" ]; }
 done_step() { digest "$2" > "$VENV/.installed-$1"; }
 
-# The Relay engine (hhb-tvm) exists only for Python 3.10; without one the demo runs on the Relax engine.
+# The Relay engine (hhb-tvm) exists only for Python 3.10; without one the demo runs on the Relax
+# engine, and so do the tests (the Relay engine's are skipped, as pytest's header says).
 RELAY_ENGINE=1
-if [ "$1" = demo ] && [ ! -x "$VENV/bin/python" ] && [ -z "$(find_python 3.10)" ]; then
+if [ ! -x "$VENV/bin/python" ] && [ -z "$(find_python 3.10)" ]; then
   RELAY_ENGINE=0
   TVM_EXTENSION_WITH_RELAX=1
-  step "no Python 3.10 (the Relay engine's hhb-tvm needs it): the demo runs on the Relax engine (apache-tvm)"
+  if [ "$1" = demo ]; then
+    step "no Python 3.10 (the Relay engine's hhb-tvm needs it): the demo runs on the Relax engine (apache-tvm)"
+  else
+    step "no Python 3.10 (the Relay engine's hhb-tvm needs it): the tests run on the Relax engine alone (apache-tvm), the Relay engine's are skipped"
+  fi
 fi
 if [ "$RELAY_ENGINE" = 1 ]; then
   if [ ! -x "$VENV/bin/python" ]; then
@@ -84,21 +89,21 @@ if [ "$RELAY_ENGINE" = 1 ]; then
     "${PIP[@]}" --no-deps "${BACKENDS[@]/#/-e$ROOT/}"
     done_step backends <(echo "$BACKEND_PROJECTS")
   fi
-  # The tests also run models on emulated Cortex-M boards (tests/test_board.py): the cross
-  # compiler, newlib and QEMU come from the system's packages (not for the demo); ccache keeps the
-  # objects of the kernel libraries every test's MLF build compiles again; Verilator and Yosys
-  # simulate and synthesize Chocolate's RTL (uma_chocolate/rtl).
-  if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system-arm && command -v ccache \
-      && command -v verilator && command -v yosys \
-      && [ -f "$(arm-none-eabi-gcc -print-file-name=rdimon.specs)" ]; } >/dev/null 2>&1; then
-    APT_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm ccache verilator yosys"
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-      step "installing the Cortex-M cross compiler, QEMU, ccache, Verilator and Yosys (apt-get install $APT_PACKAGES)"
-      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-          $APT_PACKAGES; } >/dev/null
-    else
-      step "warning: the board tests need a Cortex-M cross compiler and QEMU (and MLF builds use ccache), the RTL tests Verilator and Yosys: sudo apt-get install -y $APT_PACKAGES"
-    fi
+fi
+# The tests also run models on emulated Cortex-M boards (tests/test_board.py): the cross
+# compiler, newlib and QEMU come from the system's packages (not for the demo); ccache keeps the
+# objects of the kernel libraries every test's MLF build compiles again; Verilator and Yosys
+# simulate and synthesize Chocolate's RTL (uma_chocolate/rtl).
+if [ "$1" = test ] && ! { command -v arm-none-eabi-gcc && command -v qemu-system-arm && command -v ccache \
+    && command -v verilator && command -v yosys \
+    && [ -f "$(arm-none-eabi-gcc -print-file-name=rdimon.specs)" ]; } >/dev/null 2>&1; then
+  APT_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm ccache verilator yosys"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    step "installing the Cortex-M cross compiler, QEMU, ccache, Verilator and Yosys (apt-get install $APT_PACKAGES)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        $APT_PACKAGES; } >/dev/null
+  else
+    step "warning: the board tests need a Cortex-M cross compiler and QEMU (and MLF builds use ccache), the RTL tests Verilator and Yosys: sudo apt-get install -y $APT_PACKAGES"
   fi
 fi
 # The Relax engine (tvm_extension/relax, docs/relax.md) runs on apache-tvm 0.27, whose package is
@@ -132,7 +137,15 @@ if [ "$1" = test ] || [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; then
     "${RELAX_PIP[@]}" --no-deps "-e$ROOT" "${RELAX_BACKENDS[@]/#/-e$ROOT/}"
     digest <(relax_input) > "$RELAX_VENV/.installed-relax"
   fi
+  # The suite's own packages there (pytest-xdist, hypothesis, ONNX Runtime): where no Python 3.10 is
+  # found the suite runs in .venv-relax.  A stamp of their own: the demo does not need them.
+  if [ "$1" = test ] && [ "$(cat "$RELAX_VENV/.installed-relax-test" 2>/dev/null)" != "$(digest "$ROOT/requirements-relax-test.lock")" ]; then
+    step "installing the test suite's packages into $RELAX_VENV (requirements-relax-test.lock)"
+    "$RELAX_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$ROOT/requirements-relax-test.lock"
+    digest "$ROOT/requirements-relax-test.lock" > "$RELAX_VENV/.installed-relax-test"
+  fi
 fi
-# The demo on the Relax engine (no Python 3.10, or --relax) finds .venv-relax's tvmc and python first.
-if [ "$1" = demo ] && [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; then export PATH="$RELAX_VENV/bin:$PATH"
+# Without the Relay engine (no Python 3.10), and for the demo's --relax, .venv-relax's tvmc and python come first.
+if [ "$RELAY_ENGINE" = 0 ] || { [ "$1" = demo ] && [ "${TVM_EXTENSION_WITH_RELAX:-}" = 1 ]; }; then
+  export PATH="$RELAX_VENV/bin:$PATH"
 else export PATH="$VENV/bin:$PATH"; fi

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tvm_extension import testing
+from tvm_extension.cli import relay_engine
 from tvm_extension.testing import build_cache
 from tvm_extension.testing import (assert_close, assert_one_line_error, fetch, mlf_sources, onnx_reference,  # noqa: F401
                                    onnxruntime_reference, random_inputs, run_tvmc, tflite_reference,
@@ -72,7 +73,8 @@ def stand_in_checkout(root: Path) -> Path:
     """What scripts/env.sh reads, copied into ``root``: the script, the locks and the projects."""
     (root / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "env.sh", root / "scripts")
-    for name in ("requirements-demo.lock", "requirements.lock", "requirements-relax.lock", "pyproject.toml",
+    for name in ("requirements-demo.lock", "requirements.lock", "requirements-relax.lock",
+                 "requirements-relax-test.lock", "pyproject.toml",
                  *(f"{p.parent.name}/pyproject.toml" for p in ROOT.glob("uma_*/pyproject.toml"))):
         (root / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / name, root / name)
@@ -188,7 +190,26 @@ def exhaustive(config) -> bool:
     return config.getoption("--exhaustive")
 
 
+# Which engines this run has: hhb-tvm's TVM (the Relay engine, Python 3.10) beside .venv-relax, or
+# apache-tvm alone (scripts/env.sh on a machine without Python 3.10), whose run leaves the Relay
+# engine's tests out (the modules by pytest.importorskip("tvm.relay"), single tests marked relay).
+RELAY = relay_engine()
+
+
+def pytest_report_header(config):
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    if RELAY:
+        return f"engines: Relay (TVM {tvm.__version__}) and Relax (.venv-relax, its own tests' interpreter)"
+    return (f"engines: Relax only (apache-tvm {tvm.__version__}): no Python 3.10 here, the Relay engine's "
+            "tests are skipped")
+
+
 def pytest_collection_modifyitems(config, items):
+    if not RELAY:
+        for item in items:
+            if item.get_closest_marker("relay"):
+                item.add_marker(pytest.mark.skip(reason="the Relay engine's (hhb-tvm, Python 3.10): not installed here"))
     if not exhaustive(config):
         left_out = [item for item in items if item.get_closest_marker("exhaustive")]
         if left_out:

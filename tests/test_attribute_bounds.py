@@ -2,6 +2,7 @@
 is parsed: a value out of range is one line on stderr naming the attribute and its range, a
 non-zero exit, no traceback and no output file, before the model is even loaded."""
 import pytest
+pytest.importorskip("tvm.relay", reason="the Relay engine's tests (hhb-tvm, Python 3.10): not installed here")
 from tvm.relay.backend.contrib.uma.backend import UMABackend
 
 from conftest import MODELS, VANILLA_EXT, assert_one_line_error, run_tvmc

@@ -26,6 +26,7 @@ def test_list_finds_the_installed_example_backends(tmp_path):
     assert targets == {"vanilla_accelerator", "qvanilla", "strawberry", "chocolate"}, done.stdout
 
 
+@pytest.mark.relay
 def test_sweep_is_the_sweep_command(tmp_path):
     done = run("sweep", "--model", MODELS / "cnn.onnx", "--attr", "strawberry.no_such=1", "-o", tmp_path / "out",
                "--cache", tmp_path / "cache", cwd=tmp_path)
@@ -33,6 +34,7 @@ def test_sweep_is_the_sweep_command(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.relay
 def test_compile_is_tvms_own_tvmc_on_the_relay_engine(tmp_path):
     """With hhb-tvm, tvm-extension compile is TVM's own tvmc compile (its options, extensions and
     MLF): the same archive as tvmc's, byte for byte."""

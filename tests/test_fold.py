@@ -3,6 +3,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 import pytest
+pytest.importorskip("tvm.relay", reason="the Relay engine's tests (hhb-tvm, Python 3.10): not installed here")
 
 from conftest import VANILLA_EXT, assert_close, kernel_calls, onnxruntime_reference, run_tvmc, tvm_cpu_reference
 from tvm_extension.testing.models import float_model

@@ -117,6 +117,7 @@ def relay_traces(layer, core):
 
 @pytest.mark.parametrize("layer, core", [pytest.param(*LAYERS[0], id="int8", marks=pytest.mark.quick),
                                          pytest.param(*LAYERS[1], id="float")])
+@pytest.mark.relay
 def test_the_same_calls_as_the_relay_engines_schedule(tmp_path, layer, core):
     """Every plan (stream, rows, columns, weights, blocks, blocks_stream; im2col DMA, whole input
     or bands): the same C calls in the same order with the same arguments."""

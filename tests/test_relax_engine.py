@@ -198,6 +198,16 @@ def test_user_errors_are_one_line(tmp_path, args, message):
     assert not (tmp_path / "cnn.so").exists()
 
 
+@pytest.mark.quick
+def test_a_malformed_source_date_epoch_stops_the_mlf_in_one_line(tmp_path):
+    """As on the Relay engine (test_reproducible_mlf.py): the reproducible-builds date is checked before compiling."""
+    done = relax_engine("compile", str(CNN), "--target", "vanilla_accelerator", "-f", "mlf", "-o", "cnn.tar",
+                        cwd=tmp_path, env={"SOURCE_DATE_EPOCH": "yesterday"})
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("error: SOURCE_DATE_EPOCH must be a whole number of seconds since 1970, not "
+                                  "'yesterday'"), done.stderr
+    assert not (tmp_path / "cnn.tar").exists()
+
 BAD_STRIDE = """
 import numpy as np
 from tvm_extension.relax import UserError, backends, compile_model, run_model

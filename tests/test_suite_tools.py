@@ -18,6 +18,7 @@ COMPILE = ["compile", "--target", "vanilla_accelerator", CNN, "-f", "mlf", "-o"]
 
 
 @pytest.mark.quick
+@pytest.mark.relay
 def test_forked_tvmc_is_a_new_tvmc(tmp_path, monkeypatch):
     """The same stdout, stderr, exit status and archive, byte for byte, for a compile and for a
     user's error; a changed PYTHONPATH is honoured by a new process instead."""
@@ -47,6 +48,7 @@ def test_a_fork_reads_the_environment_and_folder_of_its_call(tmp_path):
 
 
 @pytest.mark.quick
+@pytest.mark.relay
 def test_an_edited_backend_is_rebuilt(tmp_path, monkeypatch):
     """The same compile is reused; after an edit to the backend's C, or to its patterns, in a
     copy of its folder, the next compile is a new build (and the edit is in it)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import List
 
 from tvm_extension.api.version import VersionAction
+from tvm_extension.mlf import reproducible
 
 from . import options
 from .backends import UserError
@@ -152,6 +153,11 @@ def _compile(args, target_attrs) -> List[str]:
     from . import compile_model  # pylint: disable=import-outside-toplevel
 
     options.check_executor(args)
+    if args.output_format == "mlf":
+        try:
+            reproducible.build_time()  # a malformed SOURCE_DATE_EPOCH stops tvmc before it compiles
+        except reproducible.BuildTimeError as err:
+            raise UserError(str(err)) from None
     targets = options.read_targets(args.target, target_attrs, args.output_format)
     dumps = [d.strip() for d in args.dump_code.split(",") if d.strip()]
     wrong = [d for d in dumps if d not in DUMPS or (d == "c" and args.output_format != "mlf")]
