@@ -60,6 +60,7 @@ def both_engines(model, tmp_path, inputs):
 
 @pytest.mark.quick
 @pytest.mark.parametrize("bias", [False, True], ids=["conv", "conv_with_bias"])
+@pytest.mark.relay  # compares with the Relay engine
 def test_batch_norm_is_folded_into_the_conv_and_offloaded_as_on_the_relay_engine(tmp_path, bias):
     model = conv_bn_relu_model(tmp_path / "conv_bn_relu.onnx", bias)
     inputs = {"input": np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)}
@@ -73,6 +74,7 @@ def test_batch_norm_is_folded_into_the_conv_and_offloaded_as_on_the_relay_engine
     assert_close(got, onnx_reference(model, inputs)[0], what="onnx.reference")
 
 
+@pytest.mark.relay  # compares with the Relay engine
 def test_biased_and_depthwise_convs_with_batch_norm_agree_with_the_relay_engine_bit_for_bit(tmp_path):
     """test_fold's model: Conv -> BN -> Relu, Conv(+bias) -> BN, depthwise Conv -> BN (opset 13:
     compared with ONNX Runtime, not onnx.reference, see above)."""

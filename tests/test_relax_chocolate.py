@@ -179,6 +179,7 @@ def assert_same_as_relay(library, mlf, inputs, work, monkeypatch):
 
 
 @pytest.mark.real_model
+@pytest.mark.relay  # compares with the Relay engine
 def test_int8_dscnn_as_on_the_relay_engine(tmp_path, monkeypatch):
     """DS-CNN keyword spotting (int8 TFLite) at 8x8x8: its five dense conv chains on the core (the
     table of bias, multiplier and shift computed from the chain's scales as the Relay engine does,
@@ -200,6 +201,7 @@ def test_int8_dscnn_as_on_the_relay_engine(tmp_path, monkeypatch):
 @pytest.mark.real_model
 @pytest.mark.parametrize("tile, orders", [((8, 8, 8), "blocks_stream"), ((4, 16, 8), "blocks")],
                          ids=["8x8x8", "4x16x8"])
+@pytest.mark.relay  # compares with the Relay engine
 def test_float_onet_as_on_the_relay_engine(tmp_path, monkeypatch, tile, orders):
     """MTCNN O-Net (float ONNX, NCHW: transposed around the core's program on the CPU), its 4 convs
     with their bias on the core, the PReLUs on the CPU; its second conv's weights and input do not

@@ -147,6 +147,7 @@ conv_model(sys.argv[2])
 """
 
 
+@pytest.mark.relay  # compares with the Relay engine
 def test_a_scaffolded_backend_compiles_on_both_engines(tmp_path):
     """`python -m tvm_extension new my_npu` writes relax_patterns.py too: the same folder, unchanged,
     compiles with tvmc (Relay, MLF) and with tvmc on apache-tvm (Relax, a shared library calling its C),
@@ -283,6 +284,7 @@ def relax_outputs(library, inputs, work):
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("name", list(REAL_NETWORKS))
+@pytest.mark.relay  # compares with the Relay engine
 def test_real_float_network(tmp_path, name):
     """Every conv of the network is a call of Vanilla's C API in the library; its outputs agree with
     the framework's interpreter and with the Relay engine's MLF on the same inputs (1e-4 of the

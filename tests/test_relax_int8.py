@@ -183,6 +183,7 @@ def steps(a, b, step=1.0) -> int:
 
 
 @pytest.mark.real_model
+@pytest.mark.relay  # compares with the Relay engine
 def test_the_network_against_tflite_and_the_relay_engine(dscnn, tmp_path):
     """Operator by operator against TFLite's reference kernels: the input's QUANTIZE and the nine
     convs are TFLite's bit for bit; AVERAGE_POOL_2D is TVM's int32 average, truncated where TFLite
@@ -210,6 +211,7 @@ def test_the_network_against_tflite_and_the_relay_engine(dscnn, tmp_path):
 
 
 @pytest.mark.real_model
+@pytest.mark.relay  # compares with the Relay engine
 def test_kws_on_off_residual_network(tmp_path):
     """79 convs, 24 of them ending in a residual ADD (left on the CPU, in float): all offloaded,
     each call's output TFLite's, except the 30 an ADD reads (TFLite runs an ADD in place, over one

@@ -49,6 +49,7 @@ def sources(archive):
 
 
 @pytest.mark.quick
+@pytest.mark.relay  # compares with the Relay engine
 def test_cnn_runs_as_an_mlf_and_agrees_with_onnx_reference_and_the_relay_engine(cnn_mlf, tmp_path):
     inputs = random_inputs(CNN, seed=4)
     (got,) = build(cnn_mlf, tmp_path / "relax").run(inputs)[0].values()
@@ -90,6 +91,7 @@ def test_the_c_is_embedded_c_with_the_relay_engines_interface(cnn_mlf, tmp_path)
 
 
 @pytest.mark.quick
+@pytest.mark.relay  # compares with the Relay engine
 def test_tvmc_run_takes_the_relax_mlf(cnn_mlf, tmp_path):
     """TVM's own ``tvmc run`` (the Relay engine's environment) reads the archive as it reads the Relay
     engine's: the same files where tvmc looks for them."""
@@ -179,6 +181,7 @@ REPORTS = {"strawberry": "STRAWBERRY_REPORT", "chocolate": "CHOCOLATE_REPORT"}  
 @pytest.mark.real_model
 @pytest.mark.parametrize("name, target", [pytest.param(n, t, marks=[] if (n, t) in ONCE else pytest.mark.exhaustive)
                                            for n, t in NETWORKS], ids=[f"{n}-{t}" for n, t in NETWORKS])
+@pytest.mark.relay  # compares with the Relay engine
 def test_real_networks_with_a_backend_equal_the_relay_engines_mlf(tmp_path, monkeypatch, name, target):
     """Every network of the zoo, float ones with Vanilla and Strawberry, int8 ones with QVanilla
     (--tflite-exact), Chocolate (TVM's rounding: under --tflite-exact it offloads nothing, on
@@ -215,6 +218,7 @@ def test_real_networks_with_a_backend_equal_the_relay_engines_mlf(tmp_path, monk
 
 
 @pytest.mark.real_model
+@pytest.mark.relay  # compares with the Relay engine
 def test_int8_ds_cnn_with_qvanilla_equals_the_relay_engine_and_the_relax_vm(tmp_path):
     """With --tflite-exact both engines compute TFLite's integer arithmetic: the Relax engine's MLF
     equals the Relay engine's bit for bit.  Without it, it equals the Relax VM's library of the same
@@ -244,6 +248,7 @@ def test_int8_ds_cnn_with_qvanilla_equals_the_relay_engine_and_the_relax_vm(tmp_
 
 
 @pytest.mark.real_model
+@pytest.mark.relay  # compares with the Relay engine
 def test_int8_ds_cnn_on_chocolate_as_on_the_relay_engine(tmp_path, monkeypatch):
     """Chocolate's program in the AOT C: DS-CNN at 8x8x8 gives the Relay engine's MLF outputs bit
     for bit, and every counter of the hardware model (DMA bytes and calls, core calls)."""
@@ -327,6 +332,7 @@ def qdq_network(path, depthwise_second: bool):
 
 @pytest.mark.parametrize("target, depthwise, offloaded", [("qvanilla", True, 2), ("chocolate", False, 2),
                                                           ("chocolate", True, 1)])
+@pytest.mark.relay  # compares with the Relay engine
 def test_onnx_qdq_convs_offload_as_on_the_relay_engine(tmp_path, target, depthwise, offloaded):
     """ONNX's int8 convs (QDQ, NCHW) are offloaded to the int8 backends: made NHWC around the chain,
     the transposes between two offloaded layers cancelled; ReLU and Clip(0, 6) the kernel's clamp;
@@ -354,6 +360,7 @@ def test_onnx_qdq_convs_offload_as_on_the_relay_engine(tmp_path, target, depthwi
         assert np.abs(got.astype(np.int32) - onnxruntime_reference(model, inputs)[0]).max() <= 1
 
 
+@pytest.mark.relay  # compares with the Relay engine
 def test_chocolate_float_conv_in_an_int8_model_as_on_the_relay_engine(tmp_path, monkeypatch):
     """An int8 QDQ conv, then a float conv with bias and ReLU on its dequantized output: the int8
     chain is matched before folding, the float conv after, both on the core, as on the Relay engine

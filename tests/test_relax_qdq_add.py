@@ -105,6 +105,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.relay  # compares with the Relay engine
 def test_a_qdq_add_sub_or_mul_on_the_cpu_computes_as_on_the_relay_engine(tmp_path, case):
     """The conv offloaded on both engines, the add on the CPU as ``qnn.add``: outputs equal to the
     Relay engine's MLF bit for bit on three inputs; within one step of ONNX Runtime (which rounds
@@ -130,6 +131,7 @@ def test_a_qdq_add_sub_or_mul_on_the_cpu_computes_as_on_the_relay_engine(tmp_pat
         assert off_reference > 0
 
 
+@pytest.mark.relay  # compares with the Relay engine
 def test_without_an_int8_backend_both_engines_compute_onnx_float_add(tmp_path):
     """``--target c``: no FakeQuantizationToInteger on the Relay engine, no rewrite on the Relax
     engine: the QDQ conv and add in float on both, as ONNX Runtime computes them (equal here)."""

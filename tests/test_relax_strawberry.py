@@ -38,6 +38,7 @@ def relax_run(library, inputs, work):
     ("mtcnn_pnet", "input_1:[1,24,24,3]", 4096),  # NCHW, PReLU; columns and input channels split
     ("blazeface", "input:[1,128,128,3]", 16384),  # NHWC, depthwise, 16 residual adds
 ])
+@pytest.mark.relay  # compares with the Relay engine
 def test_same_outputs_and_counters_as_the_relay_engine(tmp_path, monkeypatch, name, shapes, scratchpad):
     model, attr = fetch(name), f"--target-strawberry-scratchpad_bytes={scratchpad}"
     done = relax_engine("compile", str(model), "--target", "strawberry", "--experimental-tvm-extension",

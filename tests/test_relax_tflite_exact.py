@@ -99,6 +99,7 @@ def test_onnx_model_refuses_the_flag(tmp_path):
 
 
 @pytest.mark.real_model
+@pytest.mark.relay  # compares with the Relay engine
 def test_a_scaffolded_int8_backend_on_both_engines(tmp_path):
     """`python -m tvm_extension new my_q --int8` writes relax_patterns.py too: the same folder,
     unchanged, compiles the DS-CNN on both engines with --tflite-exact, its dense convs calls of

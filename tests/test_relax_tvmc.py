@@ -41,6 +41,7 @@ def checkout_like(tmp_path):
 
 
 @pytest.mark.quick
+@pytest.mark.relay  # compares with the Relay engine
 def test_the_seed_command_verbatim_gives_the_same_mlf_outputs_on_both_engines(checkout_like):
     relax = relax_engine(*SEED, cwd=checkout_like)
     assert relax.returncode == 0, relax.stderr
@@ -70,6 +71,7 @@ BOTH_TAKE = {
 
 
 @pytest.mark.parametrize("options", BOTH_TAKE.values(), ids=BOTH_TAKE)
+@pytest.mark.relay  # compares with the Relay engine
 def test_options_both_engines_take_give_the_same_outputs(tmp_path, options):
     extension = ["--experimental-tvm-extension", str(ROOT / "uma_vanilla")]
     relax = relax_engine("compile", *options, *extension, str(MODELS / "cnn.onnx"), "-f", "mlf", "-o", "relax.tar",
