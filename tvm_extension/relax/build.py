@@ -242,19 +242,18 @@ def _compile(model: Path, fmt: str, target: str, output: Path, paths, attrs, cfl
         if tflite_exact and not getattr(backend, "COMPUTES_TFLITE_ROUNDING", False):
             refused = lower.matches(mod, backend, attrs, which=qconv.is_chain)  # left to --tflite-exact
         else:
-            with qconv.model_rounding(tflite=fmt == "tflite"):
+            with qconv.model_rounding(tflite=fmt == "tflite" and tflite_exact):
                 mod, offloaded = lower.offload(mod, backend, attrs, which=qconv.is_chain)
     # The CPU's int8 layers: TFLite's arithmetic under --tflite-exact; else the Relay engine's (its
     # frontend's QNN operators in TVM's integer arithmetic), unless the backend's chains round as
     # TFLite does (QVanilla: the rest stays TVM's float legalization, as before).
-    tflite_chains = backend is not None and getattr(backend, "COMPUTES_TFLITE_ROUNDING", False)
     operators = None  # the CPU's operators as the model states them, for the report, when rewritten below
     if early and fmt == "onnx":  # ONNX's QDQ Add, Sub, Mul as the int8 backends' Relay side computes them
         from . import qdq_binary  # pylint: disable=import-outside-toplevel
 
         operators = lower.model_operators(mod)
         mod = qdq_binary.as_relay_module(mod)
-    if fmt == "tflite" and (tflite_exact or not tflite_chains):
+    if fmt == "tflite":
         operators = lower.model_operators(mod)
         if tflite_exact:
             mod, made_exact = exact.make_exact(mod)

@@ -2,9 +2,10 @@
 
 TVM's Relax TFLite frontend imports an int8 conv layer as float arithmetic between quantize ops;
 ``tvm_extension.relax.qconv`` matches that chain and reads its quantization.  Each chain becomes
-one call of QVanilla's packed entry with TFLite's rounding (``QVANILLA_ROUNDING_TFLITE``, multipliers from TFLite's
-double-precision scale ratio), so an offloaded conv computes what TFLite's reference kernel does,
-bit for bit; an ONNX QDQ conv (``tvm_extension.relax.qdq_layout``) with TVM's (as on the Relay engine).  The engine matches before it folds constants (``MATCH_BEFORE_FOLDING``): the
+one call of QVanilla's packed entry in the model's rounding: under --tflite-exact TFLite's
+(``QVANILLA_ROUNDING_TFLITE``, multipliers from TFLite's double-precision scale ratio), so an
+offloaded conv computes what TFLite's reference kernel does, bit for bit; otherwise, and for an ONNX
+QDQ conv (``tvm_extension.relax.qdq_layout``), TVM's, as on the Relay engine.  The engine matches before it folds constants (``MATCH_BEFORE_FOLDING``): the
 weights and bias are read as the model stores them, int8 and int32 with their scales, then packed
 as for Relay (``packing``): the weights' constant becomes the packed weights and the weight
 scales' the table of folded bias, multiplier and shift per output channel.
