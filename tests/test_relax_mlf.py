@@ -187,7 +187,7 @@ def test_real_networks_with_a_backend_equal_the_relay_engines_mlf(tmp_path, monk
     (--tflite-exact), Chocolate (TVM's rounding: under --tflite-exact it offloads nothing, on
     either engine) and TVM's own kernels alone (their CPU layers TVM's QNN integer arithmetic on both
     engines), through both engines into an MLF: the same interface, outputs equal bit for bit, and
-    the hardware model's counters equal."""
+    the hardware model's counters equal, and the workspace within 1.1x of the Relay engine's (USMP's)."""
     from test_relax_chocolate import counters  # pylint: disable=import-outside-toplevel
 
     model = fetch(name)
@@ -213,6 +213,7 @@ def test_real_networks_with_a_backend_equal_the_relay_engines_mlf(tmp_path, monk
     for output in got:
         assert np.array_equal(got[output], expected[output]), f"{name} on {target}: {output} differs"
     assert got_counters == expected_counters
+    assert workspace(relax) <= 1.1 * workspace(tmp_path / "relay.tar"), (workspace(relax), workspace(tmp_path / "relay.tar"))
     if got_counters is not None:
         assert max(int(v) for k, v in got_counters.items() if "calls" in k) > 0, got_counters
 
@@ -404,8 +405,16 @@ def test_chocolate_float_conv_in_an_int8_model_as_on_the_relay_engine(tmp_path, 
 @pytest.mark.quick
 def test_the_workspace_plan_shares_bytes_only_between_buffers_never_live_at_once():
     """Random lifetimes: no two buffers live at the same call overlap in bytes, every offset is
-    aligned, and the arena is no larger than one buffer after another (far smaller here)."""
+    aligned, and the arena is no larger than one buffer after another (far smaller here); buffers
+    offered as groups (never live at once, as in one Relax storage) likewise, and never a larger arena."""
     from tvm_extension.mlf.arena import ALIGN, plan_arena  # pylint: disable=import-outside-toplevel
+
+    def assert_apart(buffers, offsets, arena):
+        for i, (size, first, last) in enumerate(buffers):
+            assert offsets[i] % ALIGN == 0 and offsets[i] + size <= arena
+            for j, (other, first2, last2) in enumerate(buffers[:i]):
+                if first <= last2 and first2 <= last:
+                    assert offsets[i] + size <= offsets[j] or offsets[j] + other <= offsets[i], (buffers, offsets)
 
     rng = np.random.default_rng(8)
     for _ in range(200):
@@ -414,12 +423,15 @@ def test_the_workspace_plan_shares_bytes_only_between_buffers_never_live_at_once
             first = int(rng.integers(0, 20))
             buffers.append((int(rng.integers(1, 5000)), first, first + int(rng.integers(0, 4))))
         offsets, arena = plan_arena(buffers)
-        for i, (size, first, last) in enumerate(buffers):
-            assert offsets[i] % ALIGN == 0 and offsets[i] + size <= arena
-            for j, (other, first2, last2) in enumerate(buffers[:i]):
-                if first <= last2 and first2 <= last:
-                    assert offsets[i] + size <= offsets[j] or offsets[j] + other <= offsets[i], (buffers, offsets)
+        assert_apart(buffers, offsets, arena)
         assert arena <= sum((size + ALIGN - 1) // ALIGN * ALIGN for size, _, _ in buffers)
+        groups = []  # each buffer joins the first group it is never live at once with, or one of its own
+        for i, (_, first, last) in enumerate(buffers):
+            group = next((g for g in groups if all(last < buffers[j][1] or buffers[j][2] < first for j in g)), None)
+            group.append(i) if group is not None else groups.append([i])
+        grouped, size = plan_arena(buffers, [g for g in groups if len(g) > 1])
+        assert_apart(buffers, grouped, size)
+        assert size <= arena
     # Three calls, each reading the last one's output: two buffers' bytes suffice.
     assert plan_arena([(100, 0, 1), (100, 1, 2), (100, 2, 3)]) == ([0, 112, 0], 224)
 

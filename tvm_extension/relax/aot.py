@@ -6,12 +6,13 @@ apache-tvm 0.27 has no AOT executor and gives every C function TVM's packed call
 TIR pipeline without its packed API; its buffer parameters become raw data pointers, its
 temporaries pointer parameters into the workspace and a failed check a returned status (the
 kernel's own), all in ``tvm_internals.operators_c``, so TVM's C code generator prints ``int32_t tvmgen_default_fused_conv2d_relu(float* input,
-float* param_0, float* out, float* pad_temp_ws)``: loops and the backend's calls, no runtime.  Relax's
-``StaticPlanBlockMemory`` groups the intermediate tensors into storages; a function with one reduction
-(a conv) computes it row by row with its padded input and its epilogue (``_banded``), so its temporaries
-hold a band; ``plan_arena`` places the
-storages and each call's temporaries in one static workspace by their lifetimes (the calls that use
-them), as TVM's USMP does for the Relay engine.  Weights are ``const`` arrays with exact
+float* param_0, float* out, float* pad_temp_ws)``: loops and the backend's calls, no runtime.  A
+function with one reduction (a conv) computes it row by row with its padded input and its epilogue
+(``_banded``), so its temporaries hold a band.  ``plan_arena`` places each intermediate tensor and
+each call's temporaries in one static workspace by their lifetimes (the calls that use them), as
+TVM's USMP does for the Relay engine: not Relax's ``StaticPlanBlockMemory`` storages, each as large
+as the largest tensor it holds, except where sharing them plans a smaller workspace (and where a
+tensor lies at an offset in one).  Weights are ``const`` arrays with exact
 (hexadecimal) literals; the same module gives the same C.
 """
 import dataclasses
@@ -66,7 +67,7 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
     prefix = f"tvmgen_{model}"
     operators, temporaries = operators_c(mod, prefix, headers)
     main = mod["main"]
-    pointers, storages, constants, calls = {}, {}, {}, []
+    pointers, storages, constants, calls, groups = {}, {}, {}, [], {}
     buffers: List[List[int]] = []  # [size, first call, last call]: the storages, then the temporaries
     storage_of: Dict[object, List[int]] = {}  # a tensor (or tuple) -> the storages it lies in
     for p in main.params:
@@ -106,15 +107,23 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
             continue
         op = value.op
         name = op.name if isinstance(op, tvm.ir.Op) else None
-        if name == "relax.memory.alloc_storage":  # placed once every lifetime is known (@k+offset@)
-            storages[var] = len(buffers)
-            buffers.append([int(value.args[0].values[0]), len(calls), len(calls)])
+        if name == "relax.memory.alloc_storage":  # a buffer only if a tensor lies in it at an offset
+            storages[var] = int(value.args[0].values[0])
         elif name == "relax.memory.alloc_tensor":
-            dtype = str(value.args[3].value)
+            dtype, offset = str(value.args[3].value), int(value.args[1].value)
             if dtype not in C_TYPES:
                 raise UserError(f"a tensor of type {dtype}: the AOT C has no type for it")
-            k = storages[value.args[0]]
-            pointers[var] = f"({C_TYPES[dtype]}*)({prefix}_workspace + @{k}+{int(value.args[1].value)}@)"
+            if offset == 0:  # a buffer of its own bytes and lifetime, as USMP plans the Relay engine's, in
+                k = len(buffers)  # a group with its storage's others (planned apart and together)
+                buffers.append([tensor_bytes(dtype, [int(d) for d in value.args[2].values]), len(calls), len(calls)])
+                groups.setdefault(value.args[0], []).append(k)
+            else:  # placed in its storage, the storage as one buffer
+                storage = storages[value.args[0]]
+                if not isinstance(storage, list):
+                    storages[value.args[0]] = [len(buffers)]
+                    buffers.append([storage, len(calls), len(calls)])
+                k = storages[value.args[0]][0]
+            pointers[var] = f"({C_TYPES[dtype]}*)({prefix}_workspace + @{k}+{offset}@)"
             storage_of[var] = [k]
         elif name in ("relax.reshape", "relax.memory.view"):  # the same bytes (a view: from its offset on)
             pointers[var], storage_of[var] = _view(pointers[value.args[0]], value, var), storage_of.get(value.args[0], [])
@@ -132,7 +141,7 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
     used(returned, len(calls))  # copied to the outputs after the last call
     for field in getattr(returned, "fields", []):
         used(field, len(calls))
-    offsets, arena = plan_arena([tuple(b) for b in buffers])
+    offsets, arena = plan_arena([tuple(b) for b in buffers], [g for g in groups.values() if len(g) > 1])
     place = lambda text: re.sub(r"@(\d+)\+(\d+)@", lambda m: str(offsets[int(m[1])] + int(m[2])), text)
     calls = [(function, [place(a) for a in args]) for function, args in calls]
     returned = main.body.body
