@@ -2,7 +2,8 @@
 #   source scripts/env.sh demo   # .venv (Python 3.10) with requirements-demo.lock: the project's dependencies;
 #                                # where no Python 3.10 is found, .venv-relax instead (the Relax engine)
 #   source scripts/env.sh test   # the same .venv plus the rest of requirements.lock (test references, TensorFlow...),
-#                                # and .venv-relax (the Relax engine, apache-tvm 0.27)
+#                                # and .venv-relax (the Relax engine, apache-tvm 0.27, with requirements-relax-test.lock);
+#                                # where no Python 3.10 is found, .venv-relax alone (the Relay engine's tests skipped)
 # then this project in editable mode.  Each step runs only when its input changed since it last ran there
 # (a stamp file per step in the venv), and prints one line saying what it does.
 # TVM_EXTENSION_VENV=DIR uses another venv.
