@@ -18,22 +18,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, VANILLA_EXT, assert_one_line_error, mlf_sources, run_tvmc, stand_in_checkout
+from conftest import (ROOT, VANILLA_EXT, ZOO_FLOAT_INPUTS, assert_one_line_error, mlf_sources, run_tvmc, shapes_option,
+                      stand_in_checkout)
 from tvm_extension.api.resources import data_folder
 from tvm_extension.testing import tflite_interpreter
 from tvm_extension.testing.model_zoo import fetch
 from tvm_extension.mlf import board as boards
 from tvm_extension.mlf import build
 
-SHAPES = {
-    "kws_dscnn_int8": {"input_1": (1, 50, 10, 1)},
-    "kws_on_off_int8": {"serving_default_input_1:0": (1, 98, 1, 104)},
-    "mtcnn_pnet": {"input_1": (1, 24, 24, 3)},
-    "mtcnn_onet": {"input_3": (1, 48, 48, 3)},
-    "kws_on_off_float32": {"serving_default_input_1:0": (1, 98, 1, 104)},
-    "blazeface": {"input": (1, 128, 128, 3)},
-    "face_landmark": {"input_1": (1, 192, 192, 3)},
-}
+SHAPES = {"kws_dscnn_int8": {"input_1": (1, 50, 10, 1)},
+          "kws_on_off_int8": {"serving_default_input_1:0": (1, 98, 1, 104)},
+          **{n: ZOO_FLOAT_INPUTS[n] for n in ("mtcnn_pnet", "mtcnn_onet", "kws_on_off_float32", "blazeface", "face_landmark")}}
 INT8 = ("kws_dscnn_int8", "kws_on_off_int8")
 TARGETS = {"vanilla": "vanilla_accelerator", "qvanilla": "qvanilla", "strawberry": "strawberry",
            "chocolate": "chocolate"}
@@ -87,9 +82,8 @@ def mlf(tmp_path_factory):
             out = tmp_path_factory.mktemp("mlf") / f"{net}_{backend}.tar"
             target = PLAIN if backend == "plain" else ["--target", TARGETS[backend], "--experimental-tvm-extension",
                                                        VANILLA_EXT]
-            shapes = " ".join(f"{n}:[{','.join(map(str, s))}]" for n, s in SHAPES[net].items())
-            done = run_tvmc("compile", *target, *options, "--input-shapes", shapes, fetch(net), "-f", "mlf", "-o",
-                            out, reuse=True)  # the other worker's, when it compiled it first
+            done = run_tvmc("compile", *target, *options, "--input-shapes", shapes_option(SHAPES[net]), fetch(net),
+                            "-f", "mlf", "-o", out, reuse=True)  # the other worker's, when it compiled it first
             assert done.returncode == 0, done.stderr[-2000:]
             cache[net, backend, options] = out
         return cache[net, backend, options]
