@@ -67,9 +67,9 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
     prefix = f"tvmgen_{model}"
     operators, temporaries = operators_c(mod, prefix, headers)
     main = mod["main"]
-    pointers, storages, constants, calls, groups = {}, {}, {}, [], {}
-    buffers: List[List[int]] = []  # [size, first call, last call]: the storages, then the temporaries
-    storage_of: Dict[object, List[int]] = {}  # a tensor (or tuple) -> the storages it lies in
+    pointers, storage_bytes, storage_buffer, constants, calls, groups = {}, {}, {}, {}, [], {}
+    buffers: List[List[int]] = []  # [size, first call, last call]: the tensors and the calls' temporaries
+    storage_of: Dict[object, List[int]] = {}  # a tensor (or tuple) -> the buffers it lies in
     for p in main.params:
         pointers[p] = f"inputs->{c_name(p.name)}"
 
@@ -108,7 +108,7 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
         op = value.op
         name = op.name if isinstance(op, tvm.ir.Op) else None
         if name == "relax.memory.alloc_storage":  # a buffer only if a tensor lies in it at an offset
-            storages[var] = int(value.args[0].values[0])
+            storage_bytes[var] = int(value.args[0].values[0])
         elif name == "relax.memory.alloc_tensor":
             dtype, offset = str(value.args[3].value), int(value.args[1].value)
             if dtype not in C_TYPES:
@@ -118,11 +118,10 @@ def aot_c(mod, output_names: List[str], headers: List[Path] = (), model: str = "
                 buffers.append([tensor_bytes(dtype, [int(d) for d in value.args[2].values]), len(calls), len(calls)])
                 groups.setdefault(value.args[0], []).append(k)
             else:  # placed in its storage, the storage as one buffer
-                storage = storages[value.args[0]]
-                if not isinstance(storage, list):
-                    storages[value.args[0]] = [len(buffers)]
-                    buffers.append([storage, len(calls), len(calls)])
-                k = storages[value.args[0]][0]
+                if value.args[0] not in storage_buffer:
+                    storage_buffer[value.args[0]] = len(buffers)
+                    buffers.append([storage_bytes[value.args[0]], len(calls), len(calls)])
+                k = storage_buffer[value.args[0]]
             pointers[var] = f"({C_TYPES[dtype]}*)({prefix}_workspace + @{k}+{offset}@)"
             storage_of[var] = [k]
         elif name in ("relax.reshape", "relax.memory.view"):  # the same bytes (a view: from its offset on)
